@@ -1,0 +1,46 @@
+"""Canonical MessagePack (PROFILE §6).
+
+Maps sorted by the UTF-8 bytes of their keys, null-valued keys omitted, integers in their
+shortest form (msgpack does that already), every float as float64, strings as str, arrays in
+order. Two nodes that agree on a value therefore agree on its bytes, which is what makes
+knowledge ids and checksums portable.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import msgpack
+
+from amcp.errors import ValidationError
+
+
+def _normalise(value: Any, path: str) -> Any:
+    if value is None or isinstance(value, (bool, int, str, bytes)):
+        return value
+    if isinstance(value, float):
+        return value
+    if isinstance(value, Mapping):
+        items: list[tuple[str, Any]] = []
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise ValidationError(path or "<root>", f"map key {key!r} is not a string")
+            if item is None:
+                continue
+            items.append((key, _normalise(item, f"{path}.{key}" if path else key)))
+        items.sort(key=lambda kv: kv[0].encode("utf-8"))
+        return dict(items)
+    if isinstance(value, Sequence):
+        return [_normalise(v, f"{path}[{i}]") for i, v in enumerate(value)]
+    raise ValidationError(path or "<root>", f"{type(value).__name__} cannot be encoded canonically")
+
+
+def canonical_packb(value: Any) -> bytes:
+    """Encode ``value`` as canonical MessagePack bytes."""
+    # use_single_float=False keeps every float as float64; dicts keep insertion order, which
+    # _normalise made the sorted order.
+    packed: bytes = msgpack.packb(
+        _normalise(value, ""), use_bin_type=True, use_single_float=False, strict_types=False
+    )
+    return packed
