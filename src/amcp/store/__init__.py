@@ -1,1 +1,25 @@
-"""amcp.store."""
+"""Storage port and adapters."""
+
+from amcp.store.base import (
+    Change,
+    ChangeOp,
+    IntegrityReport,
+    PutResult,
+    RecordFilter,
+    RecordState,
+    Store,
+    StoredRecord,
+    StoreStats,
+)
+
+__all__ = [
+    "Change",
+    "ChangeOp",
+    "IntegrityReport",
+    "PutResult",
+    "RecordFilter",
+    "RecordState",
+    "Store",
+    "StoreStats",
+    "StoredRecord",
+]

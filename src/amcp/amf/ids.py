@@ -1,0 +1,150 @@
+"""Content addressing, checksums and signatures (PROFILE §6, T1-08)."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import Any
+
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
+
+from amcp.amf.canonical import canonical_packb
+from amcp.amf.record import (
+    MAX_RECORD_BYTES,
+    AMFRecord,
+    Annotation,
+    Causal,
+    Core,
+    Integrity,
+    Meta,
+)
+from amcp.amf.types import KnowledgeType
+from amcp.errors import IntegrityError, ValidationError
+
+
+def b64url(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
+
+
+def b64url_decode(text: str) -> bytes:
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+
+
+def knowledge_id_for(core: dict[str, Any], created_at: str, created_by: str) -> str:
+    digest = hashlib.sha256(
+        canonical_packb({"core": core, "created_at": created_at, "created_by": created_by})
+    ).hexdigest()
+    return "K-" + digest
+
+
+def checksum_for(core: dict[str, Any], meta: dict[str, Any]) -> str:
+    return "sha256:" + hashlib.sha256(canonical_packb({"core": core, "meta": meta})).hexdigest()
+
+
+def public_key_text(key: Ed25519PublicKey) -> str:
+    return b64url(key.public_bytes(Encoding.Raw, PublicFormat.Raw))
+
+
+def sign_checksum(checksum: str, key: Ed25519PrivateKey) -> str:
+    return "ed25519:" + b64url(key.sign(bytes.fromhex(checksum.removeprefix("sha256:"))))
+
+
+def verify_integrity(record: AMFRecord) -> None:
+    """Recompute id and checksum from content; check the signature when there is one.
+
+    Raises IntegrityError: on the wire a mismatch is a protocol violation (PROFILE §2), in a
+    store it is tampering.
+    """
+    core, meta = record.core.to_dict(), record.meta.to_dict()
+    expected_id = knowledge_id_for(core, record.meta.created_at, record.meta.created_by)
+    if expected_id != record.knowledge_id:
+        raise IntegrityError(f"knowledge_id does not match content (expected {expected_id})")
+    expected_sum = checksum_for(core, meta)
+    if expected_sum != record.integrity.checksum:
+        raise IntegrityError(f"integrity.checksum does not match content of {record.knowledge_id}")
+    sig, pub = record.integrity.signature, record.integrity.public_key
+    if sig is None:
+        return
+    if pub is None or not sig.startswith("ed25519:"):
+        raise IntegrityError(f"{record.knowledge_id}: signature without an Ed25519 public key")
+    try:
+        Ed25519PublicKey.from_public_bytes(b64url_decode(pub)).verify(
+            b64url_decode(sig.removeprefix("ed25519:")), bytes.fromhex(expected_sum[7:])
+        )
+    except (InvalidSignature, ValueError) as exc:
+        raise IntegrityError(f"{record.knowledge_id}: signature does not verify") from exc
+
+
+def seal(record: AMFRecord, key: Ed25519PrivateKey | None = None) -> AMFRecord:
+    """Fill knowledge_id and checksum from content, and sign when a key is given."""
+    core, meta = record.core.to_dict(), record.meta.to_dict()
+    checksum = checksum_for(core, meta)
+    integrity = Integrity(checksum=checksum, tamper_evident=True)
+    if key is not None:
+        integrity = replace(
+            integrity,
+            signature=sign_checksum(checksum, key),
+            public_key=public_key_text(key.public_key()),
+        )
+    sealed = replace(
+        record,
+        knowledge_id=knowledge_id_for(core, record.meta.created_at, record.meta.created_by),
+        integrity=integrity,
+    )
+    check_size(sealed)
+    return sealed
+
+
+def check_size(record: AMFRecord) -> int:
+    size = len(canonical_packb(record.to_dict()))
+    if size > MAX_RECORD_BYTES:
+        raise ValidationError("", f"record is {size} bytes; the limit is {MAX_RECORD_BYTES} (1 MiB)")
+    return size
+
+
+PLACEHOLDER_ID = "K-" + "0" * 64
+PLACEHOLDER_SUM = "sha256:" + "0" * 64
+
+
+def build_record(
+    *,
+    type: KnowledgeType,  # noqa: A002 - mirrors the AMF field name
+    core: Core,
+    meta: Meta,
+    annotation: Annotation | None = None,
+    causal: Causal | None = None,
+    vendor_extensions: dict[str, Any] | None = None,
+    key: Ed25519PrivateKey | None = None,
+) -> AMFRecord:
+    """Assemble and seal a new record."""
+    if type is KnowledgeType.PATTERN and core.sample_size is None:
+        raise ValidationError("core.sample_size", "is required for KT-PATTERN")
+    draft = AMFRecord(
+        knowledge_id=PLACEHOLDER_ID,
+        type=type,
+        core=core,
+        meta=meta,
+        integrity=Integrity(checksum=PLACEHOLDER_SUM),
+        causal=causal,
+        annotation=annotation,
+    )
+    if vendor_extensions:
+        draft = draft.with_extensions(**vendor_extensions)
+    return seal(draft, key)
+
+
+def parse_record(data: Any, *, verify: bool = True) -> AMFRecord:
+    """Validate a dict as AMF (400 on shape) and, by default, its id/checksum/signature."""
+    record = AMFRecord.from_dict(data)
+    if verify:
+        verify_integrity(record)
+    check_size(record)
+    return record
+
+
+def ids_of(records: Sequence[AMFRecord]) -> list[str]:
+    return [r.knowledge_id for r in records]

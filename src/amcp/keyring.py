@@ -1,0 +1,119 @@
+"""The node's key directory: its Ed25519 signing key, the at-rest data key, and witnesses.
+
+Kept apart from the store file on purpose: the signed head of a store's change log is also
+written here, so someone who can rewrite the store file but not this directory cannot roll
+the store back or forge its history unnoticed (ARCHITECTURE: tamper evidence).
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from dataclasses import dataclass
+from pathlib import Path
+
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+from cryptography.hazmat.primitives.serialization import (
+    Encoding,
+    NoEncryption,
+    PrivateFormat,
+    load_pem_private_key,
+)
+
+from amcp.errors import IntegrityError, StoreError
+
+_NONCE = 12
+
+
+def _write_private(path: Path, data: bytes) -> None:
+    """Write a secret atomically with mode 0600 from the first byte."""
+    tmp = path.with_name(path.name + f".tmp{os.getpid()}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        os.write(fd, data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+
+
+@dataclass(frozen=True, slots=True)
+class Witness:
+    seq: int
+    head: str  # hex of the chain hash at seq
+
+
+class Keyring:
+    """Loads or creates the keys in ``directory`` (created 0700 on first use)."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = Path(directory)
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+        except OSError as exc:
+            raise StoreError(f"cannot create key directory {self.directory}: {exc}") from exc
+        self._signing: Ed25519PrivateKey | None = None
+        self._data: AESGCM | None = None
+
+    @property
+    def signing_key(self) -> Ed25519PrivateKey:
+        if self._signing is None:
+            path = self.directory / "node.ed25519.pem"
+            if path.exists():
+                key = load_pem_private_key(path.read_bytes(), password=None)
+                if not isinstance(key, Ed25519PrivateKey):
+                    raise StoreError(f"{path} is not an Ed25519 private key")
+                self._signing = key
+            else:
+                self._signing = Ed25519PrivateKey.generate()
+                pem = self._signing.private_bytes(
+                    Encoding.PEM, PrivateFormat.PKCS8, NoEncryption()
+                )
+                _write_private(path, pem)
+        return self._signing
+
+    @property
+    def _aead(self) -> AESGCM:
+        if self._data is None:
+            path = self.directory / "data.key"
+            if path.exists():
+                raw = path.read_bytes()
+                if len(raw) != 32:
+                    raise StoreError(f"{path} is not a 32-byte key")
+            else:
+                raw = secrets.token_bytes(32)
+                _write_private(path, raw)
+            self._data = AESGCM(raw)
+        return self._data
+
+    def seal(self, plaintext: bytes, aad: bytes) -> bytes:
+        """Encrypt at rest (AES-256-GCM); ``aad`` binds the ciphertext to its record id."""
+        nonce = secrets.token_bytes(_NONCE)
+        return nonce + self._aead.encrypt(nonce, plaintext, aad)
+
+    def open(self, blob: bytes, aad: bytes) -> bytes:
+        try:
+            return self._aead.decrypt(blob[:_NONCE], blob[_NONCE:], aad)
+        except Exception as exc:  # cryptography raises InvalidTag; any failure means the same
+            raise IntegrityError("encrypted record does not decrypt: tampered or wrong key") from exc
+
+    # -- witnesses of change-log heads --------------------------------------------------
+
+    def _witness_path(self, store_id: str) -> Path:
+        return self.directory / "witness" / f"{store_id}.head"
+
+    def read_witness(self, store_id: str) -> Witness | None:
+        path = self._witness_path(store_id)
+        if not path.exists():
+            return None
+        try:
+            seq_text, head = path.read_text().split()
+            return Witness(int(seq_text), head)
+        except ValueError as exc:
+            raise IntegrityError(f"witness file {path} is malformed") from exc
+
+    def write_witness(self, store_id: str, witness: Witness) -> None:
+        path = self._witness_path(store_id)
+        path.parent.mkdir(exist_ok=True, mode=0o700)
+        _write_private(path, f"{witness.seq} {witness.head}\n".encode())

@@ -1,0 +1,177 @@
+"""The storage port: what every backend (SQLite, PostgreSQL, ...) provides to ``Memory``.
+
+A store keeps AMF records immutable. What changes over a record's life is its *state*
+(lifecycle, superseded_by, access statistics, learned weight), never its content — except
+for purge, which wipes content and leaves a tombstone. Every state change is appended to a
+change log ordered by HLC; sync, audit and export read that log.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any, Protocol
+
+import numpy as np
+
+from amcp.amf.record import AMFRecord
+from amcp.amf.types import KnowledgeType, Lifecycle
+
+
+class ChangeOp(StrEnum):
+    PUT = "put"
+    SUPERSEDE = "supersede"
+    INVALIDATE = "invalidate"
+    ARCHIVE = "archive"
+    PURGE = "purge"
+
+
+@dataclass(frozen=True, slots=True)
+class RecordState:
+    lifecycle: Lifecycle
+    hlc: int
+    superseded_by: str | None = None
+    reason: str | None = None
+    expires_at: float | None = None
+    sensitive: bool = False
+    weight: float = 0.5
+    access_count: int = 0
+    last_access: float | None = None
+    stored_at: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class StoredRecord:
+    """A record as the store holds it. ``record`` is None only for a purged tombstone."""
+
+    knowledge_id: str
+    state: RecordState
+    record: AMFRecord | None
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    seq: int
+    hlc: int
+    op: ChangeOp
+    knowledge_id: str
+    # op details that sync needs: checksum for put, reason, superseded_by ... never content,
+    # so that purge never has to rewrite history.
+    details: dict[str, Any]
+    hash: str
+
+
+@dataclass(frozen=True, slots=True)
+class PutResult:
+    knowledge_id: str
+    created: bool  # False: an identical record was already stored (idempotent re-write)
+    hlc: int
+
+
+@dataclass(frozen=True, slots=True)
+class RecordFilter:
+    """Filters every backend must push into its own query language."""
+
+    scopes: tuple[str, ...] | None = None  # record matches if any of its scopes is listed
+    types: tuple[KnowledgeType, ...] | None = None
+    kinds: tuple[str, ...] | None = None
+    tags: tuple[str, ...] | None = None  # record must carry every tag listed
+    lifecycles: tuple[Lifecycle, ...] | None = (Lifecycle.ACTIVE,)
+    created_after: str | None = None
+    created_before: str | None = None
+    subject_prefix: str | None = None
+    ids: tuple[str, ...] | None = None
+    include_expired: bool = False
+    now: float | None = None  # for TTL: records with expires_at <= now are hidden
+
+
+@dataclass(frozen=True, slots=True)
+class StoreStats:
+    records: int
+    by_lifecycle: dict[str, int]
+    by_type: dict[str, int]
+    vectors: int
+    changes: int
+    bytes: int
+    embedding_model: str | None
+    embedding_dim: int | None
+    schema_version: int
+    scopes: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class IntegrityReport:
+    ok: bool
+    checked_changes: int
+    problems: tuple[str, ...]
+
+
+class Store(Protocol):
+    """The port. Adapters: ``amcp.store.sqlite.SQLiteStore`` (default)."""
+
+    def atomic(self) -> AbstractContextManager[None]:
+        """A transaction that nests: the outermost commits, an exception rolls all back."""
+        ...
+
+    def put(
+        self,
+        record: AMFRecord,
+        *,
+        hlc: int,
+        vector: np.ndarray | None = None,
+        index_text: str | None = None,
+        sensitive: bool = False,
+        expires_at: float | None = None,
+        lifecycle: Lifecycle = Lifecycle.ACTIVE,
+    ) -> PutResult: ...
+
+    def get(self, knowledge_id: str) -> StoredRecord | None: ...
+
+    def get_many(self, knowledge_ids: Sequence[str]) -> list[StoredRecord]: ...
+
+    def set_state(
+        self,
+        knowledge_id: str,
+        op: ChangeOp,
+        *,
+        hlc: int,
+        lifecycle: Lifecycle,
+        reason: str | None = None,
+        superseded_by: str | None = None,
+    ) -> None: ...
+
+    def purge(self, knowledge_id: str, *, hlc: int, reason: str | None = None) -> None: ...
+
+    def query(
+        self, flt: RecordFilter, *, limit: int = 100, after: str | None = None
+    ) -> list[StoredRecord]: ...
+
+    def count(self, flt: RecordFilter) -> int: ...
+
+    def rowids(self, flt: RecordFilter) -> np.ndarray: ...
+
+    def search_lexical(self, terms: str, flt: RecordFilter, k: int) -> list[tuple[str, float]]: ...
+
+    def iter_vectors(self, after_rowid: int = 0) -> Iterator[tuple[np.ndarray, np.ndarray]]: ...
+
+    def ids_for_rowids(self, rowids: Sequence[int]) -> dict[int, str]: ...
+
+    def changes(self, since_hlc: int = 0, limit: int = 1000) -> list[Change]: ...
+
+    def touch(self, knowledge_ids: Sequence[str], when: float) -> None: ...
+
+    def set_weight(self, knowledge_id: str, weight: float) -> None: ...
+
+    def get_meta(self, key: str) -> str | None: ...
+
+    def set_meta(self, key: str, value: str) -> None: ...
+
+    def max_hlc(self) -> int: ...
+
+    def verify(self, *, full: bool = False) -> IntegrityReport: ...
+
+    def stats(self) -> StoreStats: ...
+
+    def close(self) -> None: ...

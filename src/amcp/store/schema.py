@@ -1,0 +1,77 @@
+"""Numbered SQLite schema migrations. Append only: a released migration never changes.
+
+``PRAGMA user_version`` records how many have run; each runs in its own transaction, so a
+crash between two leaves a store at a well-defined version.
+"""
+
+from __future__ import annotations
+
+MIGRATIONS: tuple[str, ...] = (
+    # Plain rowid tables, not WITHOUT ROWID: SQLite 3.40's quick_check misreports NOT NULL
+    # columns of WITHOUT ROWID tables as NULL, which would fail our integrity check on open.
+    # 1: records, scopes, tags, lexical and vector indexes, the change log, store metadata.
+    """
+    CREATE TABLE records (
+        rowid         INTEGER PRIMARY KEY,
+        knowledge_id  TEXT NOT NULL UNIQUE,
+        type          TEXT NOT NULL,
+        kind          TEXT,
+        subject       TEXT,
+        created_at    TEXT,
+        created_by    TEXT,
+        lifecycle     TEXT NOT NULL,
+        hlc           INTEGER NOT NULL,
+        superseded_by TEXT,
+        reason        TEXT,
+        expires_at    REAL,
+        sensitive     INTEGER NOT NULL DEFAULT 0,
+        checksum      TEXT,
+        body          BLOB,
+        weight        REAL NOT NULL DEFAULT 0.5,
+        access_count  INTEGER NOT NULL DEFAULT 0,
+        last_access   REAL,
+        stored_at     REAL NOT NULL,
+        chain_seq     INTEGER NOT NULL
+    );
+    CREATE INDEX records_lifecycle ON records(lifecycle, type);
+    CREATE INDEX records_created ON records(created_at);
+    CREATE INDEX records_subject ON records(subject);
+    CREATE TABLE record_scopes (
+        rid INTEGER NOT NULL REFERENCES records(rowid),
+        scope TEXT NOT NULL,
+        PRIMARY KEY (scope, rid)
+    );
+    CREATE TABLE record_tags (
+        rid INTEGER NOT NULL REFERENCES records(rowid),
+        tag   TEXT NOT NULL,
+        PRIMARY KEY (tag, rid)
+    );
+    CREATE VIRTUAL TABLE records_fts USING fts5(terms, tokenize='unicode61 remove_diacritics 2');
+    CREATE TABLE vectors (
+        rowid INTEGER PRIMARY KEY REFERENCES records(rowid),
+        vec   BLOB NOT NULL
+    );
+    CREATE TABLE changes (
+        seq          INTEGER PRIMARY KEY,
+        hlc          INTEGER NOT NULL,
+        op           TEXT NOT NULL,
+        knowledge_id TEXT NOT NULL,
+        details      BLOB NOT NULL,
+        hash         TEXT NOT NULL
+    );
+    CREATE INDEX changes_hlc ON changes(hlc);
+    CREATE INDEX changes_kid ON changes(knowledge_id);
+    CREATE TABLE store_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+    """,
+    # 2: per-day access counts, so "accessed in the last 7 days" is exact, not estimated.
+    """
+    CREATE TABLE access_daily (
+        rid INTEGER NOT NULL REFERENCES records(rowid),
+        day   INTEGER NOT NULL,
+        count INTEGER NOT NULL,
+        PRIMARY KEY (rid, day)
+    );
+    """,
+)
+
+SCHEMA_VERSION = len(MIGRATIONS)

@@ -1,0 +1,58 @@
+"""RecordFilter → a parameterised SQL WHERE clause over ``records r``.
+
+Only placeholders carry values; the SQL text is assembled from fixed fragments, so no
+caller-supplied string ever becomes SQL.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from amcp.store.base import RecordFilter
+
+
+def _marks(n: int) -> str:
+    return ",".join("?" * n)
+
+
+def where_clause(flt: RecordFilter) -> tuple[str, list[Any]]:
+    parts: list[str] = ["1=1"]
+    params: list[Any] = []
+    if flt.lifecycles is not None:
+        parts.append(f"r.lifecycle IN ({_marks(len(flt.lifecycles))})")
+        params.extend(lc.value for lc in flt.lifecycles)
+    if flt.types is not None:
+        parts.append(f"r.type IN ({_marks(len(flt.types))})")
+        params.extend(t.value for t in flt.types)
+    if flt.kinds is not None:
+        parts.append(f"r.kind IN ({_marks(len(flt.kinds))})")
+        params.extend(flt.kinds)
+    if flt.scopes is not None:
+        # '*' marks global knowledge (upstream meta.project_scope): visible in every scope.
+        scopes = (*flt.scopes, "*")
+        parts.append(
+            "r.rowid IN (SELECT s.rid FROM record_scopes s "
+            f"WHERE s.scope IN ({_marks(len(scopes))}))"
+        )
+        params.extend(scopes)
+    for tag in flt.tags or ():
+        parts.append("r.rowid IN (SELECT t.rid FROM record_tags t WHERE t.tag = ?)")
+        params.append(tag)
+    if flt.created_after is not None:
+        parts.append("r.created_at >= ?")
+        params.append(flt.created_after)
+    if flt.created_before is not None:
+        parts.append("r.created_at < ?")
+        params.append(flt.created_before)
+    if flt.subject_prefix is not None:
+        # substr comparison instead of LIKE: no wildcard characters to escape.
+        parts.append("substr(r.subject, 1, ?) = ?")
+        params.extend([len(flt.subject_prefix), flt.subject_prefix])
+    if flt.ids is not None:
+        parts.append(f"r.knowledge_id IN ({_marks(len(flt.ids))})")
+        params.extend(flt.ids)
+    if not flt.include_expired:
+        parts.append("(r.expires_at IS NULL OR r.expires_at > ?)")
+        params.append(flt.now if flt.now is not None else time.time())
+    return " AND ".join(parts), params

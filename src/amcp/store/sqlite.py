@@ -1,0 +1,609 @@
+"""The embedded default store: one SQLite file in WAL mode.
+
+Every write is one transaction (``atomic`` nests, like sqlite-utils). The change log is
+hash-chained and its signed head is witnessed in the key directory (see ``chain.py``); the
+integrity check on open walks the chain, so a store edited behind our back is refused before
+anything is read from it.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+import time
+import uuid
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import msgpack
+import numpy as np
+
+from amcp.amf.canonical import canonical_packb
+from amcp.amf.ids import public_key_text, verify_integrity
+from amcp.amf.record import AMFRecord
+from amcp.amf.types import Lifecycle
+from amcp.errors import (
+    AmcpError,
+    ConflictError,
+    GoneError,
+    IntegrityError,
+    NotFoundError,
+    StoreError,
+)
+from amcp.keyring import Keyring, Witness
+from amcp.store.base import (
+    Change,
+    ChangeOp,
+    IntegrityReport,
+    PutResult,
+    RecordFilter,
+    RecordState,
+    StoredRecord,
+    StoreStats,
+)
+from amcp.store.chain import GENESIS, link_hash, sign_head, verify_head
+from amcp.store.schema import MIGRATIONS, SCHEMA_VERSION
+from amcp.store.sqlfilter import where_clause
+
+_STATE_COLS = (
+    "r.rowid, r.knowledge_id, r.lifecycle, r.hlc, r.superseded_by, r.reason, r.expires_at, "
+    "r.sensitive, r.weight, r.access_count, r.last_access, r.stored_at, r.body, r.checksum"
+)
+_DAY = 86_400
+
+
+def _connect(path: Path, timeout_s: float) -> sqlite3.Connection:
+    conn = sqlite3.connect(
+        path, isolation_level=None, check_same_thread=False, timeout=timeout_s
+    )
+    conn.execute("PRAGMA foreign_keys=ON")
+    return conn
+
+
+class SQLiteStore:
+    """``Store`` over a single SQLite file. Thread-safe through one re-entrant lock."""
+
+    def __init__(
+        self,
+        path: str | Path,
+        keyring: Keyring,
+        *,
+        verify_on_open: bool = True,
+        lock_timeout_s: float = 5.0,
+    ) -> None:
+        self.path = Path(path)
+        self.keyring = keyring
+        self._lock = threading.RLock()
+        self._depth = 0
+        self._dirty_head = False
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._db = _connect(self.path, lock_timeout_s)
+            mode = self._db.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+            # NORMAL in WAL mode survives a killed process (only power loss can lose the
+            # last transactions), which is the guarantee the import/ack path promises.
+            self._db.execute("PRAGMA synchronous=NORMAL")
+            ok = self._db.execute("PRAGMA quick_check").fetchone()[0]
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(f"{self.path} is not a readable amcp store: {exc}") from exc
+        if ok != "ok":
+            raise StoreError(f"{self.path} failed SQLite's integrity check: {ok}")
+        if mode.lower() != "wal":
+            raise StoreError(f"{self.path}: could not switch to WAL mode ({mode})")
+        self._migrate()
+        self.store_id = self._ensure_store_id()
+        if verify_on_open:
+            report = self.verify()
+            if not report.ok:
+                raise IntegrityError(
+                    f"{self.path} failed its integrity check: " + "; ".join(report.problems[:3])
+                )
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def _migrate(self) -> None:
+        with self._lock:
+            version = self._db.execute("PRAGMA user_version").fetchone()[0]
+            if version > SCHEMA_VERSION:
+                raise StoreError(
+                    f"{self.path} has schema v{version}; this amcp knows up to "
+                    f"v{SCHEMA_VERSION} — upgrade amcp"
+                )
+            for number in range(version, SCHEMA_VERSION):
+                self._db.execute("BEGIN IMMEDIATE")
+                try:
+                    for statement in _split_sql(MIGRATIONS[number]):
+                        self._db.execute(statement)
+                    self._db.execute(f"PRAGMA user_version={number + 1}")
+                    self._db.execute("COMMIT")
+                except sqlite3.Error as exc:
+                    self._db.execute("ROLLBACK")
+                    raise StoreError(f"migration {number + 1} failed: {exc}") from exc
+
+    def _ensure_store_id(self) -> str:
+        existing = self.get_meta("store_id")
+        if existing:
+            return existing
+        store_id = uuid.uuid4().hex
+        with self.atomic():
+            self.set_meta("store_id", store_id)
+            self.set_meta("node_key", public_key_text(self.keyring.signing_key.public_key()))
+        return store_id
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+    @contextmanager
+    def atomic(self) -> Iterator[None]:
+        with self._lock:
+            outermost = self._depth == 0
+            try:
+                if outermost:
+                    self._db.execute("BEGIN IMMEDIATE")
+                else:
+                    self._db.execute(f"SAVEPOINT sp{self._depth}")
+            except sqlite3.OperationalError as exc:
+                raise StoreError(f"store is locked by another writer ({exc})") from exc
+            self._depth += 1
+            try:
+                yield
+            except BaseException:
+                self._depth -= 1
+                if outermost:
+                    self._db.execute("ROLLBACK")
+                    self._dirty_head = False
+                else:
+                    self._db.execute(f"ROLLBACK TO sp{self._depth}")
+                    self._db.execute(f"RELEASE sp{self._depth}")
+                raise
+            self._depth -= 1
+            if outermost:
+                if self._dirty_head:
+                    self._sign_head()
+                self._db.execute("COMMIT")
+                if self._dirty_head:
+                    self._dirty_head = False
+                    self._write_witness()
+            else:
+                self._db.execute(f"RELEASE sp{self._depth}")
+
+    # ------------------------------------------------------------------ change log
+
+    def _last_change(self) -> tuple[int, str]:
+        row = self._db.execute("SELECT seq, hash FROM changes ORDER BY seq DESC LIMIT 1").fetchone()
+        return (row[0], row[1]) if row else (0, GENESIS)
+
+    def _append_change(
+        self, op: ChangeOp, knowledge_id: str, hlc: int, details: dict[str, Any]
+    ) -> int:
+        seq, prev = self._last_change()
+        seq += 1
+        blob = canonical_packb(details)
+        digest = link_hash(prev, seq, hlc, op.value, knowledge_id, details)
+        self._db.execute(
+            "INSERT INTO changes(seq, hlc, op, knowledge_id, details, hash) VALUES (?,?,?,?,?,?)",
+            (seq, hlc, op.value, knowledge_id, blob, digest),
+        )
+        self._dirty_head = True
+        return seq
+
+    def _sign_head(self) -> None:
+        seq, head = self._last_change()
+        sig = sign_head(self.keyring.signing_key, self.store_id, seq, head)
+        # Still inside the outermost transaction (depth already unwound): write directly.
+        self._upsert_meta("chain_head", f"{seq} {head} {sig}")
+
+    def _write_witness(self) -> None:
+        seq, head = self._last_change()
+        self.keyring.write_witness(self.store_id, Witness(seq, head))
+
+    def changes(self, since_hlc: int = 0, limit: int = 1000) -> list[Change]:
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT seq, hlc, op, knowledge_id, details, hash FROM changes "
+                "WHERE hlc > ? ORDER BY hlc, seq LIMIT ?",
+                (since_hlc, limit),
+            ).fetchall()
+        return [
+            Change(seq, hlc, ChangeOp(op), kid, msgpack.unpackb(d, raw=False), h)
+            for seq, hlc, op, kid, d, h in rows
+        ]
+
+    def max_hlc(self) -> int:
+        with self._lock:
+            row = self._db.execute("SELECT MAX(hlc) FROM changes").fetchone()
+        return int(row[0] or 0)
+
+    # ------------------------------------------------------------------ writes
+
+    def put(
+        self,
+        record: AMFRecord,
+        *,
+        hlc: int,
+        vector: np.ndarray | None = None,
+        index_text: str | None = None,
+        sensitive: bool = False,
+        expires_at: float | None = None,
+        lifecycle: Lifecycle = Lifecycle.ACTIVE,
+    ) -> PutResult:
+        kid = record.knowledge_id
+        with self.atomic():
+            row = self._db.execute(
+                "SELECT checksum, lifecycle, hlc FROM records WHERE knowledge_id=?", (kid,)
+            ).fetchone()
+            if row is not None:
+                if row[1] == Lifecycle.PURGED:
+                    raise GoneError(f"{kid} was purged and cannot be stored again")
+                if row[0] == record.integrity.checksum:
+                    return PutResult(kid, created=False, hlc=row[2])
+                raise ConflictError(
+                    f"{kid} already exists with different content; write a new record that "
+                    "supersedes it"
+                )
+            body = canonical_packb(record.to_dict())
+            if sensitive:
+                body = self.keyring.seal(body, kid.encode())
+            details = {
+                "checksum": record.integrity.checksum,
+                "type": record.type.value,
+                "scopes": list(record.meta.project_scope),
+            }
+            seq = self._append_change(ChangeOp.PUT, kid, hlc, details)
+            cur = self._db.execute(
+                "INSERT INTO records(knowledge_id, type, kind, subject, created_at, created_by,"
+                " lifecycle, hlc, expires_at, sensitive, checksum, body, stored_at, chain_seq)"
+                " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                (
+                    kid, record.type.value, record.kind, record.core.subject,
+                    record.meta.created_at, record.meta.created_by, lifecycle.value, hlc,
+                    expires_at, int(sensitive), record.integrity.checksum, body, time.time(),
+                    seq,
+                ),
+            )
+            rowid = cur.lastrowid
+            self._db.executemany(
+                "INSERT OR IGNORE INTO record_scopes(rid, scope) VALUES (?,?)",
+                [(rowid, s) for s in record.meta.project_scope],
+            )
+            self._db.executemany(
+                "INSERT OR IGNORE INTO record_tags(rid, tag) VALUES (?,?)",
+                [(rowid, t) for t in record.tags],
+            )
+            if index_text:
+                self._db.execute(
+                    "INSERT INTO records_fts(rowid, terms) VALUES (?,?)", (rowid, index_text)
+                )
+            if vector is not None:
+                self._db.execute(
+                    "INSERT INTO vectors(rowid, vec) VALUES (?,?)",
+                    (rowid, np.ascontiguousarray(vector, dtype=np.float32).tobytes()),
+                )
+        return PutResult(kid, created=True, hlc=hlc)
+
+    def set_state(
+        self,
+        knowledge_id: str,
+        op: ChangeOp,
+        *,
+        hlc: int,
+        lifecycle: Lifecycle,
+        reason: str | None = None,
+        superseded_by: str | None = None,
+    ) -> None:
+        with self.atomic():
+            self._require_live(knowledge_id)
+            details = {"lifecycle": lifecycle.value, "reason": reason, "superseded_by": superseded_by}
+            self._append_change(op, knowledge_id, hlc, details)
+            self._db.execute(
+                "UPDATE records SET lifecycle=?, hlc=?, reason=COALESCE(?, reason),"
+                " superseded_by=COALESCE(?, superseded_by) WHERE knowledge_id=?",
+                (lifecycle.value, hlc, reason, superseded_by, knowledge_id),
+            )
+
+    def purge(self, knowledge_id: str, *, hlc: int, reason: str | None = None) -> None:
+        with self.atomic():
+            rowid = self._require_live(knowledge_id, allow_purged=True)
+            self._append_change(ChangeOp.PURGE, knowledge_id, hlc, {"reason": reason})
+            self._db.execute(
+                "UPDATE records SET lifecycle='purged', hlc=?, reason=?, body=NULL, subject=NULL,"
+                " created_by=NULL, kind=NULL WHERE rowid=?",
+                (hlc, reason, rowid),
+            )
+            self._db.execute("DELETE FROM records_fts WHERE rowid=?", (rowid,))
+            self._db.execute("DELETE FROM vectors WHERE rowid=?", (rowid,))
+            self._db.execute("DELETE FROM record_tags WHERE rid=?", (rowid,))
+            self._db.execute("DELETE FROM access_daily WHERE rid=?", (rowid,))
+
+    def _require_live(self, knowledge_id: str, *, allow_purged: bool = False) -> int:
+        row = self._db.execute(
+            "SELECT rowid, lifecycle FROM records WHERE knowledge_id=?", (knowledge_id,)
+        ).fetchone()
+        if row is None:
+            raise NotFoundError(f"no record {knowledge_id}")
+        if row[1] == Lifecycle.PURGED and not allow_purged:
+            raise GoneError(f"{knowledge_id} was purged")
+        return int(row[0])
+
+    def touch(self, knowledge_ids: Sequence[str], when: float) -> None:
+        if not knowledge_ids:
+            return
+        day = int(when // _DAY)
+        with self.atomic():
+            for kid in knowledge_ids:
+                self._db.execute(
+                    "UPDATE records SET access_count=access_count+1, last_access=? "
+                    "WHERE knowledge_id=?",
+                    (when, kid),
+                )
+                self._db.execute(
+                    "INSERT INTO access_daily(rid, day, count) "
+                    "SELECT rowid, ?, 1 FROM records WHERE knowledge_id=? "
+                    "ON CONFLICT(rid, day) DO UPDATE SET count=count+1",
+                    (day, kid),
+                )
+
+    def access_count_since(self, knowledge_id: str, since: float) -> int:
+        with self._lock:
+            row = self._db.execute(
+                "SELECT COALESCE(SUM(a.count),0) FROM access_daily a JOIN records r "
+                "ON r.rowid=a.rid WHERE r.knowledge_id=? AND a.day>=?",
+                (knowledge_id, int(since // _DAY)),
+            ).fetchone()
+        return int(row[0])
+
+    def set_weight(self, knowledge_id: str, weight: float) -> None:
+        with self.atomic():
+            self._require_live(knowledge_id)
+            self._db.execute(
+                "UPDATE records SET weight=? WHERE knowledge_id=?", (weight, knowledge_id)
+            )
+
+    # ------------------------------------------------------------------ reads
+
+    def _decode(self, row: Sequence[Any]) -> StoredRecord:
+        (_rowid, kid, lifecycle, hlc, sup_by, reason, expires, sensitive, weight, count,
+         last, stored, body, checksum) = row
+        state = RecordState(
+            lifecycle=Lifecycle(lifecycle), hlc=hlc, superseded_by=sup_by, reason=reason,
+            expires_at=expires, sensitive=bool(sensitive), weight=weight, access_count=count,
+            last_access=last, stored_at=stored,
+        )
+        if body is None:
+            return StoredRecord(kid, state, None)
+        raw = self.keyring.open(body, kid.encode()) if sensitive else body
+        try:
+            record = AMFRecord.from_dict(msgpack.unpackb(raw, raw=False))
+        except (ValueError, AmcpError, msgpack.UnpackException) as exc:
+            raise IntegrityError(f"stored record {kid} is unreadable: {exc}") from exc
+        if record.knowledge_id != kid or record.integrity.checksum != checksum:
+            raise IntegrityError(f"stored record {kid} does not match its row")
+        verify_integrity(record)
+        return StoredRecord(kid, state, record)
+
+    def get(self, knowledge_id: str) -> StoredRecord | None:
+        with self._lock:
+            row = self._db.execute(
+                f"SELECT {_STATE_COLS} FROM records r WHERE r.knowledge_id=?",  # noqa: S608
+                (knowledge_id,),
+            ).fetchone()
+        return self._decode(row) if row else None
+
+    def get_many(self, knowledge_ids: Sequence[str]) -> list[StoredRecord]:
+        out = []
+        for kid in knowledge_ids:
+            found = self.get(kid)
+            if found is not None:
+                out.append(found)
+        return out
+
+    def query(
+        self, flt: RecordFilter, *, limit: int = 100, after: str | None = None
+    ) -> list[StoredRecord]:
+        where, params = where_clause(flt)
+        if after is not None:
+            where += " AND r.rowid > COALESCE((SELECT rowid FROM records WHERE knowledge_id=?), 0)"
+            params.append(after)
+        sql = f"SELECT {_STATE_COLS} FROM records r WHERE {where} ORDER BY r.rowid LIMIT ?"  # noqa: S608
+        with self._lock:
+            rows = self._db.execute(sql, [*params, limit]).fetchall()
+        return [self._decode(row) for row in rows]
+
+    def count(self, flt: RecordFilter) -> int:
+        where, params = where_clause(flt)
+        with self._lock:
+            row = self._db.execute(f"SELECT COUNT(*) FROM records r WHERE {where}", params).fetchone()  # noqa: S608
+        return int(row[0])
+
+    def rowids(self, flt: RecordFilter) -> np.ndarray:
+        where, params = where_clause(flt)
+        with self._lock:
+            rows = self._db.execute(f"SELECT r.rowid FROM records r WHERE {where}", params).fetchall()  # noqa: S608
+        return np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+
+    def search_lexical(self, terms: str, flt: RecordFilter, k: int) -> list[tuple[str, float]]:
+        if not terms.strip():
+            return []
+        where, params = where_clause(flt)
+        sql = (
+            "SELECT r.knowledge_id, bm25(records_fts) AS score FROM records_fts "
+            "JOIN records r ON r.rowid = records_fts.rowid "
+            f"WHERE records_fts MATCH ? AND {where} ORDER BY score LIMIT ?"  # noqa: S608
+        )
+        with self._lock:
+            try:
+                rows = self._db.execute(sql, [terms, *params, k]).fetchall()
+            except sqlite3.OperationalError as exc:
+                raise StoreError(f"lexical search failed: {exc}") from exc
+        # bm25() is lower-is-better; flip the sign so every scorer is higher-is-better.
+        return [(kid, -score) for kid, score in rows]
+
+    def iter_vectors(self, after_rowid: int = 0) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        batch = 4096
+        last = after_rowid
+        while True:
+            with self._lock:
+                rows = self._db.execute(
+                    "SELECT rowid, vec FROM vectors WHERE rowid > ? ORDER BY rowid LIMIT ?",
+                    (last, batch),
+                ).fetchall()
+            if not rows:
+                return
+            ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+            mat = np.frombuffer(b"".join(r[1] for r in rows), dtype=np.float32)
+            yield ids, mat.reshape(len(rows), -1)
+            last = int(ids[-1])
+
+    def ids_for_rowids(self, rowids: Sequence[int]) -> dict[int, str]:
+        if not rowids:
+            return {}
+        marks = ",".join("?" * len(rowids))
+        with self._lock:
+            rows = self._db.execute(
+                f"SELECT rowid, knowledge_id FROM records WHERE rowid IN ({marks})",  # noqa: S608
+                [int(r) for r in rowids],
+            ).fetchall()
+        return {int(r): kid for r, kid in rows}
+
+    def rowid_of(self, knowledge_id: str) -> int | None:
+        with self._lock:
+            row = self._db.execute(
+                "SELECT rowid FROM records WHERE knowledge_id=?", (knowledge_id,)
+            ).fetchone()
+        return int(row[0]) if row else None
+
+    # ------------------------------------------------------------------ metadata
+
+    def get_meta(self, key: str) -> str | None:
+        with self._lock:
+            row = self._db.execute("SELECT value FROM store_meta WHERE key=?", (key,)).fetchone()
+        return str(row[0]) if row else None
+
+    def set_meta(self, key: str, value: str) -> None:
+        with self.atomic():
+            self._upsert_meta(key, value)
+
+    def _upsert_meta(self, key: str, value: str) -> None:
+        self._db.execute(
+            "INSERT INTO store_meta(key, value) VALUES (?,?) "
+            "ON CONFLICT(key) DO UPDATE SET value=excluded.value",
+            (key, value),
+        )
+
+    def clear_vectors(self) -> None:
+        with self.atomic():
+            self._db.execute("DELETE FROM vectors")
+
+    def set_vector(self, knowledge_id: str, vector: np.ndarray) -> None:
+        with self.atomic():
+            rowid = self._require_live(knowledge_id)
+            self._db.execute(
+                "INSERT OR REPLACE INTO vectors(rowid, vec) VALUES (?,?)",
+                (rowid, np.ascontiguousarray(vector, dtype=np.float32).tobytes()),
+            )
+
+    def iter_index_texts(self) -> Iterator[tuple[str, str]]:
+        """(knowledge_id, lexical text) of every live record, for reindexing."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT r.knowledge_id, f.terms FROM records r JOIN records_fts f "
+                "ON f.rowid = r.rowid WHERE r.lifecycle != 'purged' ORDER BY r.rowid"
+            ).fetchall()
+        yield from rows
+
+    def stats(self) -> StoreStats:
+        with self._lock:
+            q = self._db.execute
+            by_life = dict(q("SELECT lifecycle, COUNT(*) FROM records GROUP BY 1").fetchall())
+            by_type = dict(
+                q("SELECT type, COUNT(*) FROM records WHERE lifecycle!='purged' GROUP BY 1")
+            .fetchall())
+            scopes = dict(q("SELECT scope, COUNT(*) FROM record_scopes GROUP BY 1").fetchall())
+            vectors = q("SELECT COUNT(*) FROM vectors").fetchone()[0]
+            changes = q("SELECT COUNT(*) FROM changes").fetchone()[0]
+            pages = q("PRAGMA page_count").fetchone()[0] * q("PRAGMA page_size").fetchone()[0]
+        dim = self.get_meta("embedding_dim")
+        return StoreStats(
+            records=sum(by_life.values()), by_lifecycle=by_life, by_type=by_type,
+            vectors=vectors, changes=changes, bytes=pages,
+            embedding_model=self.get_meta("embedding_model"),
+            embedding_dim=int(dim) if dim else None, schema_version=SCHEMA_VERSION,
+            scopes=scopes,
+        )
+
+    # ------------------------------------------------------------------ integrity
+
+    def verify(self, *, full: bool = False) -> IntegrityReport:
+        """Walk the hash chain; check the signed head and the witness; with ``full``,
+        recompute every record's checksum against its content and its chain entry."""
+        problems: list[str] = []
+        prev, seq_seen = GENESIS, 0
+        put_sums: dict[str, str] = {}
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT seq, hlc, op, knowledge_id, details, hash FROM changes ORDER BY seq"
+            )
+            for seq, hlc, op, kid, blob, digest in rows:
+                if seq != seq_seen + 1:
+                    problems.append(f"change log gap or reorder at seq {seq}")
+                    break
+                details = msgpack.unpackb(blob, raw=False)
+                if link_hash(prev, seq, hlc, op, kid, details) != digest:
+                    problems.append(f"change {seq} ({op} {kid[:14]}…) was altered")
+                    break
+                if op == ChangeOp.PUT and full:
+                    put_sums[kid] = details["checksum"]
+                prev, seq_seen = digest, seq
+        head = self.get_meta("chain_head")
+        if seq_seen and head is None:
+            problems.append("the change log has no signed head")
+        elif head is not None and not problems:
+            h_seq, h_hash, sig = head.split()
+            key_text = self.get_meta("node_key")
+            node_key = self.keyring.signing_key.public_key()
+            if key_text != public_key_text(node_key):
+                problems.append("the store was signed by another node key")
+            elif not verify_head(node_key, self.store_id, int(h_seq), h_hash, sig):
+                problems.append("the signature on the change-log head does not verify")
+            elif (int(h_seq), h_hash) != (seq_seen, prev):
+                problems.append("the change log does not end at its signed head")
+        witness = self.keyring.read_witness(self.store_id)
+        if witness is not None and not problems:
+            if witness.seq > seq_seen:
+                problems.append(
+                    f"the store was rolled back: the witness has seen change {witness.seq}, "
+                    f"the log ends at {seq_seen}"
+                )
+            else:
+                row = self._db.execute(
+                    "SELECT hash FROM changes WHERE seq=?", (witness.seq,)
+                ).fetchone()
+                if witness.seq and (row is None or row[0] != witness.head):
+                    problems.append("the change log differs from the witnessed history")
+        if full and not problems:
+            problems.extend(self._verify_records(put_sums))
+        return IntegrityReport(ok=not problems, checked_changes=seq_seen, problems=tuple(problems))
+
+    def _verify_records(self, put_sums: dict[str, str]) -> list[str]:
+        problems: list[str] = []
+        with self._lock:
+            rows = self._db.execute(f"SELECT {_STATE_COLS} FROM records r").fetchall()  # noqa: S608
+        for row in rows:
+            kid = row[1]
+            if put_sums.get(kid) != row[13]:
+                problems.append(f"{kid[:14]}…: checksum differs from its change-log entry")
+                continue
+            try:
+                self._decode(row)
+            except IntegrityError as exc:
+                problems.append(str(exc))
+        if len(put_sums) != len(rows):
+            problems.append(f"{len(put_sums)} records were logged but {len(rows)} are stored")
+        return problems
+
+
+def _split_sql(script: str) -> list[str]:
+    return [s.strip() for s in script.split(";") if s.strip()]
