@@ -50,8 +50,7 @@ class Hit:
 _EN_POLITE = re.compile(r"^(?:please\s+)?(?:can|could|would|will)\s+you\s+(?:please\s+)?", re.I)
 _EN_QUESTION_START = re.compile(
     r"^(?:what|what's|whats|which|who|whom|whose|when|where|why|how|do|does|did|is|are|am|"
-    r"was|were|can|could|would|should|will|shall|have|has|may|might|isn't|aren't|don't|"
-    r"doesn't|didn't|won't|wouldn't|shouldn't)\b",
+    r"was|were|can|could|would|should|will|shall|have|has|may|might|isn't|aren't)\b",
     re.I,
 )
 _EN_SOFT_IF = re.compile(

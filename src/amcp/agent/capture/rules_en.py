@@ -273,7 +273,7 @@ RULES_EN: tuple[Rule, ...] = tuple(
          r"\s+promise to|\s+plan to|\s+need to|\s+have to|\s+must|\s+should)\s+"
          r"(?:definitely\s+|also\s+|probably\s+|then\s+)?" + _OBJ, _I, _will),
         # config_decision -------------------------------------------------------------
-        ("decide.switch", Category.CONFIG_DECISION, r"\b(?:we(?:'ll| will| are| 're)?|let's|I(?:'ll| will)?)"
+        ("decide.switch", Category.CONFIG_DECISION, r"\b(?:we(?:'ll| will| are|'re)?|let's|I(?:'ll| will)?)"
          r"\s+(?:going to\s+)?(?:switch(?:ing)?|mov(?:e|ing)|migrat(?:e|ing))\s+from\s+(?P<old>.{1,60}?)"
          r"\s+to\s+" + _OBJ, _I, _decision),
         ("decide.use", Category.CONFIG_DECISION, r"\b(?:we(?:'ll| will| are going to|'re going to|"
