@@ -45,6 +45,20 @@ def checksum_for(core: dict[str, Any], meta: dict[str, Any]) -> str:
     return "sha256:" + hashlib.sha256(canonical_packb({"core": core, "meta": meta})).hexdigest()
 
 
+def content_key(record: AMFRecord) -> str:
+    """Identity of *what* a record says, ignoring when and by whom: the dedup key.
+
+    The knowledge id hashes created_at and created_by too, so the same statement written
+    twice gets two ids; this key lets a store answer "already stored" for it anyway.
+    """
+    body = {
+        "type": record.type.value,
+        "core": record.core.to_dict(),
+        "scope": sorted(record.meta.project_scope),
+    }
+    return hashlib.sha256(canonical_packb(body)).hexdigest()
+
+
 def public_key_text(key: Ed25519PublicKey) -> str:
     return b64url(key.public_bytes(Encoding.Raw, PublicFormat.Raw))
 

@@ -26,7 +26,7 @@ from amcp.errors import ValidationError
 
 AMF_VERSION = "1.0"
 MAX_RECORD_BYTES = 1024 * 1024  # 1 MiB of canonical bytes: larger is a document, not a memory
-MAX_TEXT = 256 * 1024  # any single string field
+MAX_TEXT = MAX_RECORD_BYTES  # any single string field (characters)
 MAX_LIST = 1024  # tags, evidence, scopes, caused_by
 
 JsonMap = Mapping[str, Any]

@@ -1,1 +1,1 @@
-"""amcp.portability."""
+"""Import/export and importers for other tools."""

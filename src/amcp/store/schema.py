@@ -26,6 +26,7 @@ MIGRATIONS: tuple[str, ...] = (
         expires_at    REAL,
         sensitive     INTEGER NOT NULL DEFAULT 0,
         checksum      TEXT,
+        content_key   TEXT,
         body          BLOB,
         weight        REAL NOT NULL DEFAULT 0.5,
         access_count  INTEGER NOT NULL DEFAULT 0,
@@ -36,6 +37,8 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE INDEX records_lifecycle ON records(lifecycle, type);
     CREATE INDEX records_created ON records(created_at);
     CREATE INDEX records_subject ON records(subject);
+    CREATE INDEX records_content ON records(content_key);
+    CREATE INDEX records_expires ON records(expires_at) WHERE expires_at IS NOT NULL;
     CREATE TABLE record_scopes (
         rid INTEGER NOT NULL REFERENCES records(rowid),
         scope TEXT NOT NULL,

@@ -21,7 +21,7 @@ import msgpack
 import numpy as np
 
 from amcp.amf.canonical import canonical_packb
-from amcp.amf.ids import public_key_text, verify_integrity
+from amcp.amf.ids import content_key, public_key_text, verify_integrity
 from amcp.amf.record import AMFRecord
 from amcp.amf.types import Lifecycle
 from amcp.errors import (
@@ -251,17 +251,18 @@ class SQLiteStore:
                 "checksum": record.integrity.checksum,
                 "type": record.type.value,
                 "scopes": list(record.meta.project_scope),
+                "lifecycle": lifecycle.value,
             }
             seq = self._append_change(ChangeOp.PUT, kid, hlc, details)
             cur = self._db.execute(
                 "INSERT INTO records(knowledge_id, type, kind, subject, created_at, created_by,"
-                " lifecycle, hlc, expires_at, sensitive, checksum, body, stored_at, chain_seq)"
-                " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                " lifecycle, hlc, expires_at, sensitive, checksum, content_key, body, stored_at,"
+                " chain_seq) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                 (
                     kid, record.type.value, record.kind, record.core.subject,
                     record.meta.created_at, record.meta.created_by, lifecycle.value, hlc,
-                    expires_at, int(sensitive), record.integrity.checksum, body, time.time(),
-                    seq,
+                    expires_at, int(sensitive), record.integrity.checksum, content_key(record),
+                    body, time.time(), seq,
                 ),
             )
             rowid = cur.lastrowid
@@ -303,6 +304,46 @@ class SQLiteStore:
                 " superseded_by=COALESCE(?, superseded_by) WHERE knowledge_id=?",
                 (lifecycle.value, hlc, reason, superseded_by, knowledge_id),
             )
+
+    def due_for_expiry(self, now: float, limit: int = 1000) -> list[str]:
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT knowledge_id FROM records WHERE expires_at IS NOT NULL AND expires_at <= ?"
+                " AND lifecycle='active' LIMIT ?",
+                (now, limit),
+            ).fetchall()
+        return [r[0] for r in rows]
+
+    def find_same_content(self, record: AMFRecord) -> StoredRecord | None:
+        """A live (active) record saying exactly what ``record`` says, if any."""
+        with self._lock:
+            row = self._db.execute(
+                f"SELECT {_STATE_COLS} FROM records r WHERE r.content_key=? "  # noqa: S608
+                "AND r.lifecycle='active' ORDER BY r.rowid LIMIT 1",
+                (content_key(record),),
+            ).fetchone()
+        return self._decode(row) if row else None
+
+    def put_tombstone(self, knowledge_id: str, *, hlc: int, reason: str | None = None) -> bool:
+        """Record that ``knowledge_id`` was purged elsewhere, so it can never arrive later.
+
+        Returns False when the id is already a tombstone here."""
+        with self.atomic():
+            row = self._db.execute(
+                "SELECT lifecycle FROM records WHERE knowledge_id=?", (knowledge_id,)
+            ).fetchone()
+            if row is not None:
+                if row[0] == Lifecycle.PURGED:
+                    return False
+                self.purge(knowledge_id, hlc=hlc, reason=reason)
+                return True
+            seq = self._append_change(ChangeOp.PURGE, knowledge_id, hlc, {"reason": reason})
+            self._db.execute(
+                "INSERT INTO records(knowledge_id, type, lifecycle, hlc, reason, stored_at,"
+                " chain_seq) VALUES (?, 'KT-FACT', 'purged', ?, ?, ?, ?)",
+                (knowledge_id, hlc, reason, time.time(), seq),
+            )
+        return True
 
     def purge(self, knowledge_id: str, *, hlc: int, reason: str | None = None) -> None:
         with self.atomic():
@@ -593,6 +634,8 @@ class SQLiteStore:
             rows = self._db.execute(f"SELECT {_STATE_COLS} FROM records r").fetchall()  # noqa: S608
         for row in rows:
             kid = row[1]
+            if row[13] is None and row[2] == Lifecycle.PURGED:
+                continue  # a tombstone received from elsewhere: no content, no put entry
             if put_sums.get(kid) != row[13]:
                 problems.append(f"{kid[:14]}…: checksum differs from its change-log entry")
                 continue
@@ -600,8 +643,9 @@ class SQLiteStore:
                 self._decode(row)
             except IntegrityError as exc:
                 problems.append(str(exc))
-        if len(put_sums) != len(rows):
-            problems.append(f"{len(put_sums)} records were logged but {len(rows)} are stored")
+        stored = sum(1 for row in rows if row[13] is not None)
+        if len(put_sums) != stored:
+            problems.append(f"{len(put_sums)} records were logged but {stored} are stored")
         return problems
 
 

@@ -1,0 +1,282 @@
+"""The ``amcp`` command line: each command a few lines over ``Memory``."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.progress import Progress, SpinnerColumn, TextColumn
+from rich.table import Table
+
+from amcp.cli.common import emit_json, friendly, open_memory, out, store_path
+from amcp.cli.views import hit_json, item_json, print_item
+
+app = typer.Typer(
+    name="amcp",
+    help="amcp — a memory node for AI agents (AMCP 1.0).",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+StoreOpt = Annotated[
+    Path | None, typer.Option("--store", "-s", help="Store file (default $AMCP_HOME/memory.db).")
+]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
+EmbedOpt = Annotated[
+    str, typer.Option("--embedder", "-e", help="auto | minilm | hashing | openai | none")
+]
+
+
+@app.command()
+@friendly
+def init(store: StoreOpt = None, embedder: EmbedOpt = "auto") -> None:
+    """Create a store (idempotent)."""
+    with open_memory(store, embedder, create=True) as mem:
+        stats = mem.stats()
+        out.print(f"store ready at {store_path(store)} ({stats.records} records, "
+                  f"embedder {stats.embedding_model or 'none'})")
+
+
+@app.command()
+@friendly
+def remember(
+    text: Annotated[str, typer.Argument(help="What to remember.")],
+    scope: Annotated[list[str] | None, typer.Option("--scope", help="e.g. user:alice")] = None,
+    type_: Annotated[str, typer.Option("--type", "-t", help="KT-FACT, KT-PITFALL, ...")] = "KT-FACT",
+    tag: Annotated[list[str] | None, typer.Option("--tag")] = None,
+    kind: Annotated[str | None, typer.Option(help="preference, task, skill, ...")] = None,
+    confidence: float = 0.9,
+    ttl: Annotated[float | None, typer.Option(help="Seconds until it expires.")] = None,
+    sensitive: bool = False,
+    store: StoreOpt = None,
+    embedder: EmbedOpt = "auto",
+    json_: JsonOpt = False,
+) -> None:
+    """Store a memory."""
+    with open_memory(store, embedder, create=True) as mem:
+        res = mem.remember(
+            text, scope=scope or ["*"], type=type_, tags=tag, kind=kind,
+            confidence=confidence, ttl=ttl, sensitive=sensitive,
+        )
+    if json_:
+        emit_json({"knowledge_id": res.knowledge_id, "status": int(res.status),
+                   "duplicate_of": res.duplicate_of, "near_duplicates": res.near_duplicates})
+        return
+    verb = "stored" if res.created else "already stored"
+    out.print(f"{verb} {res.knowledge_id}")
+    for kid, score in res.near_duplicates:
+        out.print(f"  near-duplicate of {kid} (cosine {score:.3f})")
+
+
+@app.command()
+@friendly
+def recall(
+    query: str,
+    k: Annotated[int, typer.Option("-k", help="How many results.")] = 10,
+    scope: Annotated[list[str] | None, typer.Option("--scope")] = None,
+    type_: Annotated[list[str] | None, typer.Option("--type", "-t")] = None,
+    tag: Annotated[list[str] | None, typer.Option("--tag")] = None,
+    store: StoreOpt = None,
+    embedder: EmbedOpt = "auto",
+    json_: JsonOpt = False,
+) -> None:
+    """Search memories (hybrid lexical + vector)."""
+    with open_memory(store, embedder) as mem:
+        res = mem.recall(query, k=k, scope=scope, types=type_, tags=tag)
+    if json_:
+        emit_json({"query": query, "took_ms": round(res.took_ms, 2),
+                   "results": [hit_json(h) for h in res.hits]})
+        return
+    if not res.hits:
+        out.print("nothing found")
+        return
+    table = Table("score", "id", "type", "text", box=None)
+    for h in res.hits:
+        rec = h.item.record
+        assert rec is not None
+        table.add_row(f"{h.score:.4f}", h.knowledge_id[:14] + "…", rec.type.value, rec.text[:100])
+    out.print(table)
+    out.print(f"[dim]{len(res.hits)} results in {res.took_ms:.1f} ms[/dim]")
+
+
+@app.command()
+@friendly
+def show(
+    knowledge_id: str,
+    store: StoreOpt = None,
+    reveal: Annotated[bool, typer.Option(help="Show sensitive content.")] = False,
+    json_: JsonOpt = False,
+) -> None:
+    """Show one record with its state."""
+    from amcp.errors import NotFoundError
+
+    with open_memory(store, "auto") as mem:
+        found = mem.read([knowledge_id], reveal=reveal)
+    if not found:
+        raise NotFoundError(f"no record {knowledge_id}")
+    item = found[0]
+    if json_:
+        emit_json(item_json(item))
+    else:
+        print_item(item)
+
+
+@app.command()
+@friendly
+def supersede(
+    knowledge_id: str,
+    text: str,
+    store: StoreOpt = None,
+    embedder: EmbedOpt = "auto",
+    json_: JsonOpt = False,
+) -> None:
+    """Replace a record with a new version (the old one is kept, superseded)."""
+    with open_memory(store, embedder) as mem:
+        res = mem.supersede(knowledge_id, text)
+    if json_:
+        emit_json({"knowledge_id": res.knowledge_id, "supersedes": knowledge_id})
+    else:
+        out.print(f"{knowledge_id[:14]}… superseded by {res.knowledge_id}")
+
+
+@app.command()
+@friendly
+def forget(
+    knowledge_id: str,
+    reason: Annotated[str, typer.Option("--reason", "-r", help="Why it is no longer true.")],
+    store: StoreOpt = None,
+    embedder: EmbedOpt = "auto",
+) -> None:
+    """Invalidate a record (it is kept, with the reason, and no longer recalled)."""
+    with open_memory(store, embedder) as mem:
+        mem.invalidate(knowledge_id, reason)
+    out.print(f"invalidated {knowledge_id}")
+
+
+@app.command()
+@friendly
+def purge(
+    knowledge_id: str,
+    reason: Annotated[str | None, typer.Option("--reason", "-r")] = None,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask.")] = False,
+    store: StoreOpt = None,
+    embedder: EmbedOpt = "auto",
+) -> None:
+    """Erase a record's content for privacy; a tombstone stays so it never comes back."""
+    if not yes and sys.stdin.isatty() and not typer.confirm(f"Erase {knowledge_id} for good?"):
+        raise typer.Exit(1)
+    with open_memory(store, embedder) as mem:
+        mem.purge(knowledge_id, reason)
+    out.print(f"purged {knowledge_id} (tombstone kept)")
+
+
+@app.command("export")
+@friendly
+def export_cmd(
+    path: Annotated[Path, typer.Argument(help="Output .ndjson file, or - for stdout.")],
+    include_sensitive: bool = False,
+    store: StoreOpt = None,
+    embedder: EmbedOpt = "auto",
+) -> None:
+    """Export everything as NDJSON (streaming; sensitive records only if asked)."""
+    with open_memory(store, embedder) as mem:
+        if str(path) == "-":
+            rep = mem.export(sys.stdout, include_sensitive=include_sensitive)
+            return
+        tmp = path.with_name(path.name + ".partial")
+        with tmp.open("w", encoding="utf-8") as fh:
+            rep = mem.export(fh, include_sensitive=include_sensitive)
+        tmp.replace(path)
+    out.print(f"exported {rep.records} records, {rep.tombstones} tombstones to {path}"
+              + (f" ({rep.skipped_sensitive} sensitive left out)" if rep.skipped_sensitive else ""))
+
+
+@app.command("import")
+@friendly
+def import_cmd(
+    path: Annotated[Path, typer.Argument(help="An amcp NDJSON export (or one AMF per line).")],
+    store: StoreOpt = None,
+    embedder: EmbedOpt = "auto",
+    json_: JsonOpt = False,
+) -> None:
+    """Import an NDJSON export. Idempotent; purged records never come back."""
+    if not path.exists():
+        raise typer.BadParameter(f"{path} does not exist")
+    with open_memory(store, embedder, create=True) as mem, path.open("rb") as fh:
+        with Progress(SpinnerColumn(), TextColumn("{task.description}"), transient=True,
+                      disable=json_) as bar:
+            task = bar.add_task("importing", total=None)
+
+            def tick(rep: Any) -> None:
+                bar.update(task, description=f"imported {rep.processed} records")
+
+            rep = mem.import_(fh, progress=tick)
+    if json_:
+        emit_json({"created": rep.created, "already": rep.already, "tombstones": rep.tombstones,
+                   "refused_purged": rep.refused_purged, "complete": rep.complete,
+                   "errors": rep.errors})
+        return
+    out.print(f"created {rep.created}, already stored {rep.already}, tombstones {rep.tombstones}, "
+              f"refused (purged here) {rep.refused_purged}"
+              + ("" if rep.complete else " — [yellow]no valid end marker: the file may be "
+                 "truncated[/yellow]"))
+
+
+@app.command()
+@friendly
+def stats(store: StoreOpt = None, json_: JsonOpt = False) -> None:
+    """Counts by lifecycle, type and scope; size; embedding model."""
+    with open_memory(store, "auto") as mem:
+        s = mem.stats()
+        report = mem.store.verify()
+    data = {"records": s.records, "by_lifecycle": s.by_lifecycle, "by_type": s.by_type,
+            "scopes": s.scopes, "vectors": s.vectors, "changes": s.changes, "bytes": s.bytes,
+            "embedding_model": s.embedding_model, "schema_version": s.schema_version,
+            "integrity": "ok" if report.ok else list(report.problems)}
+    if json_:
+        emit_json(data)
+        return
+    for key, value in data.items():
+        out.print(f"{key:16} {value}")
+
+
+@app.command()
+@friendly
+def reindex(
+    store: StoreOpt = None,
+    embedder: EmbedOpt = "auto",
+) -> None:
+    """Re-embed every record with the chosen embedder (after a model change)."""
+    from amcp.memory import Memory
+
+    path = store_path(store)
+    if not path.exists():
+        raise typer.BadParameter(f"no store at {path}")
+    # Opened without an embedder so a store made by another model can be opened at all.
+    with Memory(path, embedder=None, check_embedder=False) as mem:
+        n = mem.reindex(None if embedder == "none" else embedder)
+        model = mem.stats().embedding_model or "none"
+    out.print(f"re-embedded {n} records with {model}")
+
+
+@app.command()
+@friendly
+def demo(
+    directory: Annotated[Path | None, typer.Option(help="Where to create the demo stores.")] = None,
+    embedder: EmbedOpt = "auto",
+) -> None:
+    """A scripted walkthrough: two agents remember, recall, export, import."""
+    from amcp.cli.demo import run_demo
+
+    run_demo(directory, embedder)
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,53 @@
+"""Rendering records for people (rich) and for programs (JSON)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from amcp.cli.common import out
+from amcp.retrieval.search import Hit
+from amcp.store.base import StoredRecord
+
+
+def item_json(item: StoredRecord) -> dict[str, Any]:
+    st = item.state
+    return {
+        "knowledge_id": item.knowledge_id,
+        "amf": item.record.to_dict() if item.record else None,
+        "state": {
+            "lifecycle": st.lifecycle.value, "reason": st.reason,
+            "superseded_by": st.superseded_by, "sensitive": st.sensitive, "weight": st.weight,
+            "access_count": st.access_count, "last_access": st.last_access,
+            "expires_at": st.expires_at,
+        },
+    }
+
+
+def hit_json(hit: Hit) -> dict[str, Any]:
+    data = item_json(hit.item)
+    data["score"] = round(hit.score, 6)
+    data["lexical_rank"] = hit.lexical_rank
+    data["vector_rank"] = hit.vector_rank
+    return data
+
+
+def print_item(item: StoredRecord) -> None:
+    st = item.state
+    out.print(f"[bold]{item.knowledge_id}[/bold]  [{st.lifecycle.value}]")
+    if item.record is None:
+        out.print("  purged: content erased, tombstone kept" + (f" ({st.reason})" if st.reason else ""))
+        return
+    r = item.record
+    out.print(f"  type       {r.type.value}")
+    out.print(f"  text       {r.text}")
+    out.print(f"  triple     {r.core.subject} {r.core.predicate.value} {r.core.object[:80]}")
+    out.print(f"  confidence {r.core.confidence}")
+    out.print(f"  scope      {', '.join(r.meta.project_scope)}")
+    out.print(f"  created    {r.meta.created_at} by {r.meta.created_by}")
+    if r.tags:
+        out.print(f"  tags       {', '.join(r.tags)}")
+    if st.reason:
+        out.print(f"  reason     {st.reason}")
+    if st.superseded_by:
+        out.print(f"  superseded by {st.superseded_by}")
+    out.print(f"  checksum   {r.integrity.checksum}" + ("  (signed)" if r.integrity.signature else ""))

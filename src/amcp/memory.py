@@ -1,0 +1,628 @@
+"""``Memory``: the one facade the CLI, HTTP API, MCP server, node and integrations call.
+
+It owns the write path (validate → dedup → clock → embed → store, one transaction), the
+lifecycle operations (supersede, invalidate, purge, TTL expiry) and recall. It never touches
+SQL or sockets: the store port and the retrieval layer do.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, TextIO
+
+import numpy as np
+
+from amcp.amf.ids import build_record, parse_record
+from amcp.amf.portable import subject_for
+from amcp.amf.record import AMFRecord, Annotation, Causal, Core, DecayModel, Meta
+from amcp.amf.redact import redact
+from amcp.amf.timefmt import normalise_timestamp, parse_ts, utc_now
+from amcp.amf.types import DecayType, KnowledgeType, Lifecycle, Predicate
+from amcp.clock import HLC, Timestamp, node_tag
+from amcp.errors import (
+    ConflictError,
+    EmbeddingMismatchError,
+    GoneError,
+    NotFoundError,
+    PreconditionFailed,
+    Status,
+    ValidationError,
+)
+from amcp.keyring import Keyring
+from amcp.retrieval.embedders import Embedder, get_embedder
+from amcp.retrieval.lexical import index_terms
+from amcp.retrieval.search import HybridSearcher, Hit
+from amcp.store.base import ChangeOp, RecordFilter, Store, StoredRecord, StoreStats
+from amcp.store.sqlite import SQLiteStore
+
+NEAR_DUPLICATE = 0.92  # cosine above which a new memory is reported as a near-duplicate
+MAX_K = 1000
+DEFAULT_NODE_URI = "amcp://db.amcp.local"
+
+
+@dataclass(frozen=True, slots=True)
+class WriteOutcome:
+    knowledge_id: str
+    status: Status  # CREATED, OK (already stored) or NO_CONTENT (state change)
+    hlc: int
+    duplicate_of: str | None = None
+    near_duplicates: tuple[tuple[str, float], ...] = ()
+
+    @property
+    def created(self) -> bool:
+        return self.status is Status.CREATED
+
+
+@dataclass(frozen=True, slots=True)
+class RecallResult:
+    query: str
+    hits: tuple[Hit, ...]
+    took_ms: float
+
+    @property
+    def records(self) -> list[AMFRecord]:
+        return [h.item.record for h in self.hits if h.item.record is not None]
+
+
+@dataclass(slots=True)
+class _Sweep:
+    last: float = 0.0
+    interval: float = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryConfig:
+    path: Path
+    key_dir: Path
+    embedder: str | Embedder | None = "auto"
+    node_uri: str = DEFAULT_NODE_URI
+    verify_on_open: bool = True
+    embedder_options: Mapping[str, Any] = field(default_factory=dict)
+
+
+class Memory:
+    """Open (or create) a memory store. Use as a context manager or call ``close()``."""
+
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        embedder: str | Embedder | None = "auto",
+        key_dir: str | Path | None = None,
+        node_uri: str = DEFAULT_NODE_URI,
+        verify_on_open: bool = True,
+        store: Store | None = None,
+        check_embedder: bool = True,
+    ) -> None:
+        self.path = Path(path)
+        self.keyring = Keyring(Path(key_dir) if key_dir else self.path.parent / "keys")
+        self.store: Store = store or SQLiteStore(
+            self.path, self.keyring, verify_on_open=verify_on_open
+        )
+        self.node_uri = node_uri
+        self.clock = HLC(node_tag(self.store.get_meta("node_key") or node_uri))
+        self.clock.observe(self.store.max_hlc())
+        self.embedder = (
+            self._resolve_embedder(embedder) if check_embedder or embedder is not None else None
+        )
+        self.searcher = HybridSearcher(self.store, self.embedder)
+        self._sweep = _Sweep()
+
+    # ------------------------------------------------------------------ setup
+
+    def _resolve_embedder(self, choice: str | Embedder | None) -> Embedder | None:
+        recorded = self.store.get_meta("embedding_model")
+        if choice is None or choice == "none":
+            if recorded:
+                raise EmbeddingMismatchError(
+                    f"this store's vectors come from {recorded}; open it with that embedder "
+                    "or run `amcp reindex --embedder none`"
+                )
+            return None
+        if isinstance(choice, str):
+            if choice == "auto" and recorded and recorded.startswith("hashing-"):
+                choice = "hashing"
+            embedder = get_embedder(choice)
+        else:
+            embedder = choice
+        if recorded is None:
+            self.store.set_meta("embedding_model", embedder.model_id)
+            self.store.set_meta("embedding_dim", str(embedder.dim))
+        elif recorded != embedder.model_id or self.store.get_meta("embedding_dim") != str(
+            embedder.dim
+        ):
+            raise EmbeddingMismatchError(
+                f"this store was indexed with {recorded} "
+                f"(dim {self.store.get_meta('embedding_dim')}) but the embedder is "
+                f"{embedder.model_id} (dim {embedder.dim}); run `amcp reindex` to re-embed it"
+            )
+        return embedder
+
+    def close(self) -> None:
+        self.store.close()
+
+    def __enter__(self) -> Memory:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ writes
+
+    def remember(
+        self,
+        text: str | None = None,
+        *,
+        type: KnowledgeType | str = KnowledgeType.FACT,  # noqa: A002 - the AMF field name
+        scope: str | Sequence[str] = "*",
+        subject: str | None = None,
+        predicate: Predicate | str = Predicate.EQUALS,
+        object: str | None = None,  # noqa: A002 - the AMF field name
+        confidence: float = 0.9,
+        condition: str | None = None,
+        evidence: Sequence[str] | None = None,
+        tags: Sequence[str] | None = None,
+        kind: str | None = None,
+        context: str | None = None,
+        created_at: Any = None,
+        created_by: str | None = None,
+        caused_by: Sequence[str] | None = None,
+        sample_size: int | None = None,
+        decay: DecayModel | None = None,
+        language: str | None = None,
+        ttl: float | None = None,
+        sensitive: bool = False,
+        session: str | None = None,
+        extensions: Mapping[str, Any] | None = None,
+    ) -> WriteOutcome:
+        """Store one memory. ``text`` alone is enough; the triple is derived from it."""
+        record = self.compose(
+            text, type=type, scope=scope, subject=subject, predicate=predicate, object=object,
+            confidence=confidence, condition=condition, evidence=evidence, tags=tags,
+            kind=kind, context=context, created_at=created_at, created_by=created_by,
+            caused_by=caused_by, sample_size=sample_size, decay=decay, language=language,
+            ttl=ttl, session=session, extensions=extensions,
+        )
+        return self.put(record, sensitive=sensitive)
+
+    def compose(
+        self,
+        text: str | None = None,
+        *,
+        type: KnowledgeType | str = KnowledgeType.FACT,  # noqa: A002 - the AMF field name
+        scope: str | Sequence[str] = "*",
+        subject: str | None = None,
+        predicate: Predicate | str = Predicate.EQUALS,
+        object: str | None = None,  # noqa: A002 - the AMF field name
+        confidence: float = 0.9,
+        condition: str | None = None,
+        evidence: Sequence[str] | None = None,
+        tags: Sequence[str] | None = None,
+        kind: str | None = None,
+        context: str | None = None,
+        created_at: Any = None,
+        created_by: str | None = None,
+        caused_by: Sequence[str] | None = None,
+        supersedes: str | None = None,
+        sample_size: int | None = None,
+        decay: DecayModel | None = None,
+        language: str | None = None,
+        ttl: float | None = None,
+        session: str | None = None,
+        extensions: Mapping[str, Any] | None = None,
+    ) -> AMFRecord:
+        """Validate fields and build a sealed, signed record without storing it."""
+        scopes = (scope,) if isinstance(scope, str) else tuple(scope)
+        if not scopes:
+            raise ValidationError("scope", "at least one scope is required ('*' = global)")
+        if text is None and object is None:
+            raise ValidationError("text", "give the memory's text (or core.object)")
+        if text is not None and not isinstance(text, str):
+            raise ValidationError("text", f"must be a string, not {type_name(text)}")
+        ktype = _enum(KnowledgeType, type, "type")
+        ext: dict[str, Any] = dict(extensions or {})
+        if kind:
+            ext["x-kind"] = kind
+        if ttl is not None:
+            if isinstance(ttl, bool) or not isinstance(ttl, int | float) or ttl < 0:
+                raise ValidationError("ttl", "must be a non-negative number of seconds")
+            ext["x-ttl"] = ttl
+        ev = list(evidence or [])
+        if session:
+            ev.append(session if session.startswith("session:") else f"session:{session}")
+        return build_record(
+            type=ktype,
+            core=Core.from_dict(
+                {
+                    "subject": subject or subject_for(scopes[0], kind or "note"),
+                    "predicate": _enum(Predicate, predicate, "core.predicate").value,
+                    "object": object if object is not None else text,
+                    "confidence": confidence,
+                    "condition": condition,
+                    "evidence": ev or None,
+                    "sample_size": sample_size,
+                }
+            ),
+            meta=Meta.from_dict(
+                {
+                    "created_at": normalise_timestamp(created_at, "created_at")
+                    if created_at is not None
+                    else utc_now(),
+                    "created_by": created_by or self.node_uri,
+                    "project_scope": list(scopes),
+                    "language": language,
+                    "decay_model": decay.to_dict() if decay else None,
+                }
+            ),
+            annotation=Annotation.from_dict(
+                {"natural_language": text, "tags": list(tags) if tags else None,
+                 "context_hint": context}
+            ),
+            causal=Causal(caused_by=tuple(caused_by) if caused_by else None, supersedes=supersedes)
+            if caused_by or supersedes
+            else None,
+            vendor_extensions=ext,
+            key=self.keyring.signing_key,
+        )
+
+    def put(
+        self,
+        record: AMFRecord | Mapping[str, Any],
+        *,
+        sensitive: bool = False,
+        lifecycle: Lifecycle = Lifecycle.ACTIVE,
+        dedup: bool = True,
+    ) -> WriteOutcome:
+        """Store a complete AMF record (from the wire, an import or ``remember``).
+
+        Order as PROFILE §6: shape (400) → same id, other content (409) → id/checksum
+        (IntegrityError) → causal predecessors exist (412) → store (201, or 200 if stored).
+        """
+        if not isinstance(record, AMFRecord):
+            shaped = AMFRecord.from_dict(record)
+            existing = self.store.get(shaped.knowledge_id) if shaped else None
+            if existing is not None and existing.record is not None and (
+                existing.record.integrity.checksum != shaped.integrity.checksum
+            ):
+                raise ConflictError(
+                    f"{shaped.knowledge_id} already exists with different content"
+                )
+            record = parse_record(record)
+        else:
+            parse_record(record.to_dict())
+        refs = (*(record.causal.caused_by or ()), record.causal.supersedes) if record.causal else ()
+        for ref in (r for r in refs if r):
+            if self.store.get(ref) is None:
+                raise PreconditionFailed(f"causal predecessor {ref} is not stored here")
+        if dedup:
+            same = self.store.find_same_content(record)
+            if same is not None and same.knowledge_id != record.knowledge_id:
+                return WriteOutcome(same.knowledge_id, Status.OK, same.state.hlc, same.knowledge_id)
+        return self._store_new(record, sensitive=sensitive, lifecycle=lifecycle)
+
+    def _store_new(
+        self, record: AMFRecord, *, sensitive: bool, lifecycle: Lifecycle
+    ) -> WriteOutcome:
+        hlc = self.clock.send()
+        if record.causal is None or record.causal.hlc is None:
+            record = record.with_causal(hlc=str(Timestamp.unpack(hlc, self.clock.node)))
+        expires_at = _expiry(record)
+        if expires_at is not None and expires_at <= time.time():
+            lifecycle = Lifecycle.ARCHIVED
+        vector = self._embed_one(record, sensitive)
+        near = self._near_duplicates(record, vector) if vector is not None else ()
+        result = self.store.put(
+            record, hlc=hlc, vector=vector, index_text=index_terms(self._index_text(record, sensitive)),
+            sensitive=sensitive, expires_at=expires_at, lifecycle=lifecycle,
+        )
+        if result.created and vector is not None and lifecycle is Lifecycle.ACTIVE:
+            rowid = self.store.rowid_of(record.knowledge_id)
+            if rowid is not None:
+                self.searcher.added(rowid, vector)
+        return WriteOutcome(
+            result.knowledge_id,
+            Status.CREATED if result.created else Status.OK,
+            result.hlc,
+            near_duplicates=tuple(near),
+        )
+
+    def put_many(
+        self, records: Sequence[tuple[AMFRecord, bool]], *, lifecycle: Lifecycle = Lifecycle.ACTIVE
+    ) -> list[WriteOutcome]:
+        """Store many validated records in one transaction, embedding them in one batch."""
+        fresh: list[tuple[AMFRecord, bool]] = []
+        out: list[WriteOutcome] = []
+        for record, sensitive in records:
+            existing = self.store.get(record.knowledge_id)
+            if existing is not None:
+                if existing.record is None:
+                    raise GoneError(f"{record.knowledge_id} was purged")
+                if existing.record.integrity.checksum != record.integrity.checksum:
+                    raise ConflictError(f"{record.knowledge_id} exists with different content")
+                out.append(WriteOutcome(record.knowledge_id, Status.OK, existing.state.hlc))
+            else:
+                fresh.append((record, sensitive))
+        vectors = self._embed_many(fresh)
+        with self.store.atomic():
+            for i, (record, sensitive) in enumerate(fresh):
+                hlc = self.clock.send()
+                if record.causal is None or record.causal.hlc is None:
+                    record = record.with_causal(hlc=str(Timestamp.unpack(hlc, self.clock.node)))
+                expires_at = _expiry(record)
+                life = lifecycle
+                if expires_at is not None and expires_at <= time.time():
+                    life = Lifecycle.ARCHIVED
+                vec = vectors[i] if vectors is not None else None
+                res = self.store.put(
+                    record, hlc=hlc, vector=vec,
+                    index_text=index_terms(self._index_text(record, sensitive)),
+                    sensitive=sensitive, expires_at=expires_at, lifecycle=life,
+                )
+                out.append(WriteOutcome(res.knowledge_id, Status.CREATED, res.hlc))
+        # The in-memory index is derived: refresh after commit so a rollback cannot leave
+        # vectors for records that were never stored.
+        self.searcher.reset()
+        return out
+
+    def supersede(
+        self, old_id: str, text: str | None = None, *, sensitive: bool = False, **fields: Any
+    ) -> WriteOutcome:
+        """Write a new record that replaces ``old_id``; the old one becomes superseded.
+
+        Fields not given are inherited from the old record (type, scope, subject, tags, kind).
+        """
+        old = self.get(old_id)
+        if old.state.lifecycle is not Lifecycle.ACTIVE:
+            raise ConflictError(
+                f"{old_id} is {old.state.lifecycle.value}"
+                + (f" (by {old.state.superseded_by})" if old.state.superseded_by else "")
+                + "; only an active record can be superseded"
+            )
+        assert old.record is not None
+        base = old.record
+        fields.setdefault("type", base.type)
+        fields.setdefault("scope", base.meta.project_scope)
+        fields.setdefault("subject", base.core.subject)
+        fields.setdefault("tags", base.tags or None)
+        fields.setdefault("kind", base.kind)
+        record = self.compose(text, supersedes=old_id, **fields)
+        if record.integrity.checksum == base.integrity.checksum:
+            raise ConflictError("the new content is identical to the record it supersedes")
+        with self.store.atomic():
+            outcome = self.put(record, sensitive=sensitive, dedup=False)
+            self.store.set_state(
+                old_id, ChangeOp.SUPERSEDE, hlc=self.clock.send(),
+                lifecycle=Lifecycle.SUPERSEDED, superseded_by=outcome.knowledge_id,
+            )
+        self.searcher.removed(self.store.rowid_of(old_id))
+        return outcome
+
+    def invalidate(self, knowledge_id: str, reason: str) -> WriteOutcome:
+        """Mark a record as wrong. Never deletes; the reason is kept and synced."""
+        if not isinstance(reason, str) or not reason.strip():
+            raise ValidationError("reason", "invalidation needs a reason")
+        item = self.get(knowledge_id)
+        if item.state.lifecycle is Lifecycle.INVALIDATED:
+            return WriteOutcome(knowledge_id, Status.NO_CONTENT, item.state.hlc)
+        hlc = self.clock.send()
+        self.store.set_state(
+            knowledge_id, ChangeOp.INVALIDATE, hlc=hlc, lifecycle=Lifecycle.INVALIDATED,
+            reason=reason.strip(),
+        )
+        self.searcher.removed(self.store.rowid_of(knowledge_id))
+        return WriteOutcome(knowledge_id, Status.NO_CONTENT, hlc)
+
+    def purge(self, knowledge_id: str, reason: str | None = None) -> WriteOutcome:
+        """Privacy erasure: wipe the content, keep a tombstone so it never comes back."""
+        found = self.store.get(knowledge_id)
+        if found is None:
+            raise NotFoundError(f"no record {knowledge_id}")
+        if found.state.lifecycle is Lifecycle.PURGED:
+            return WriteOutcome(knowledge_id, Status.NO_CONTENT, found.state.hlc)
+        rowid = self.store.rowid_of(knowledge_id)
+        hlc = self.clock.send()
+        self.store.purge(knowledge_id, hlc=hlc, reason=reason)
+        self.searcher.removed(rowid)
+        return WriteOutcome(knowledge_id, Status.NO_CONTENT, hlc)
+
+    def expire(self, now: float | None = None) -> list[str]:
+        """Archive every active record whose TTL has run out. Returns their ids."""
+        now = time.time() if now is None else now
+        done: list[str] = []
+        while batch := self.store.due_for_expiry(now):
+            for kid in batch:
+                self.store.set_state(
+                    kid, ChangeOp.ARCHIVE, hlc=self.clock.send(), lifecycle=Lifecycle.ARCHIVED,
+                    reason="ttl expired",
+                )
+                self.searcher.removed(self.store.rowid_of(kid))
+                done.append(kid)
+        return done
+
+    # ------------------------------------------------------------------ reads
+
+    def get(self, knowledge_id: str) -> StoredRecord:
+        found = self.store.get(knowledge_id)
+        if found is None:
+            raise NotFoundError(f"no record {knowledge_id}")
+        if found.record is None:
+            raise GoneError(f"{knowledge_id} was purged")
+        return found
+
+    def read(self, ids: Sequence[str], *, reveal: bool = False) -> list[StoredRecord]:
+        found = self.store.get_many(list(ids))
+        self.store.touch([f.knowledge_id for f in found if f.record is not None], time.time())
+        return [self._view(f, reveal) for f in found]
+
+    def recall(
+        self,
+        query: str,
+        *,
+        k: int = 10,
+        scope: str | Sequence[str] | None = None,
+        types: Sequence[KnowledgeType | str] | None = None,
+        tags: Sequence[str] | None = None,
+        kinds: Sequence[str] | None = None,
+        created_after: Any = None,
+        created_before: Any = None,
+        lifecycles: Sequence[Lifecycle | str] | None = (Lifecycle.ACTIVE,),
+        reveal: bool = False,
+        touch: bool = True,
+    ) -> RecallResult:
+        if not isinstance(query, str) or not query.strip():
+            raise ValidationError("query", "must be non-empty text")
+        if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_K:
+            raise ValidationError("k", f"must be an integer from 1 to {MAX_K}")
+        started = time.perf_counter()
+        now = time.time()
+        self._maybe_expire(now)
+        flt = RecordFilter(
+            scopes=((scope,) if isinstance(scope, str) else tuple(scope)) if scope else None,
+            types=tuple(_enum(KnowledgeType, t, "types") for t in types) if types else None,
+            tags=tuple(tags) if tags else None,
+            kinds=tuple(kinds) if kinds else None,
+            lifecycles=tuple(_enum(Lifecycle, lc, "lifecycles") for lc in lifecycles)
+            if lifecycles
+            else None,
+            created_after=normalise_timestamp(created_after, "created_after")
+            if created_after is not None
+            else None,
+            created_before=normalise_timestamp(created_before, "created_before")
+            if created_before is not None
+            else None,
+            now=now,
+        )
+        hits = self.searcher.search(query, flt, k, now=now)
+        if touch and hits:
+            self.store.touch([h.knowledge_id for h in hits], now)
+        shown = tuple(replace(h, item=self._view(h.item, reveal)) for h in hits)
+        return RecallResult(query, shown, (time.perf_counter() - started) * 1000)
+
+    def list(
+        self, flt: RecordFilter | None = None, *, limit: int = 100, after: str | None = None,
+        reveal: bool = False,
+    ) -> list[StoredRecord]:
+        rows = self.store.query(flt or RecordFilter(), limit=limit, after=after)
+        return [self._view(r, reveal) for r in rows]
+
+    def stats(self) -> StoreStats:
+        return self.store.stats()
+
+    def _view(self, item: StoredRecord, reveal: bool) -> StoredRecord:
+        if item.record is None:
+            return item
+        record = item.record
+        if item.state.superseded_by:
+            record = record.with_causal(superseded_by=item.state.superseded_by)
+        if item.state.sensitive and not reveal:
+            record = redact(record)
+        return replace(item, record=record)
+
+    def _maybe_expire(self, now: float) -> None:
+        if now - self._sweep.last >= self._sweep.interval:
+            self._sweep.last = now
+            self.expire(now)
+
+    # ------------------------------------------------------------------ embedding
+
+    def _index_text(self, record: AMFRecord, sensitive: bool) -> str:
+        """What lexical and vector search see. Never the secret of a sensitive record."""
+        parts = [record.core.subject.replace(".", " "), *record.tags]
+        if not sensitive:
+            parts.insert(0, record.text)
+            if record.annotation and record.annotation.context_hint:
+                parts.append(record.annotation.context_hint)
+        elif record.kind:
+            parts.append(record.kind)
+        return " ".join(parts)
+
+    def _embed_text(self, record: AMFRecord, sensitive: bool) -> str:
+        if sensitive:
+            return self._index_text(record, True)
+        text = record.text
+        if record.annotation and record.annotation.context_hint:
+            text = f"{text}\n{record.annotation.context_hint}"
+        return text
+
+    def _embed_one(self, record: AMFRecord, sensitive: bool) -> np.ndarray | None:
+        if self.embedder is None:
+            return None
+        return np.asarray(self.embedder.embed([self._embed_text(record, sensitive)])[0])
+
+    def _embed_many(self, items: Sequence[tuple[AMFRecord, bool]]) -> np.ndarray | None:
+        if self.embedder is None or not items:
+            return None
+        return np.asarray(self.embedder.embed([self._embed_text(r, s) for r, s in items]))
+
+    def _near_duplicates(self, record: AMFRecord, vector: np.ndarray) -> list[tuple[str, float]]:
+        flt = RecordFilter(scopes=record.meta.project_scope)
+        hits = self.searcher.vector_search(vector, flt, 3)
+        return [(kid, round(s, 4)) for kid, s in hits if s >= NEAR_DUPLICATE]
+
+    # ------------------------------------------------------------------ maintenance
+
+    def reindex(self, embedder: str | Embedder | None = "auto", batch: int = 256) -> int:
+        """Re-embed every live record with ``embedder`` and record the new model."""
+        new = get_embedder(embedder) if isinstance(embedder, str) else embedder
+        count = 0
+        with self.store.atomic():
+            self.store.clear_vectors()
+            if new is None:
+                self.store.set_meta("embedding_model", "")
+            else:
+                pending: list[tuple[str, str]] = []
+                for kid, _terms in self.store.iter_index_texts():
+                    item = self.store.get(kid)
+                    if item is None or item.record is None:
+                        continue
+                    pending.append((kid, self._embed_text(item.record, item.state.sensitive)))
+                for start in range(0, len(pending), batch):
+                    chunk = pending[start : start + batch]
+                    vecs = new.embed([t for _k, t in chunk])
+                    for (kid, _t), vec in zip(chunk, vecs, strict=True):
+                        self.store.set_vector(kid, vec)
+                        count += 1
+                self.store.set_meta("embedding_model", new.model_id)
+                self.store.set_meta("embedding_dim", str(new.dim))
+        self.embedder = new
+        self.searcher = HybridSearcher(self.store, new)
+        return count
+
+    # ------------------------------------------------------------------ portability
+
+    def export(self, out: TextIO, *, include_sensitive: bool = False) -> Any:
+        from amcp.portability.ndjson import export_ndjson
+
+        return export_ndjson(self, out, include_sensitive=include_sensitive)
+
+    def import_(
+        self, source: Iterable[str], *, batch: int = 256, progress: Any = None
+    ) -> Any:
+        from amcp.portability.ndjson import import_ndjson
+
+        return import_ndjson(self, source, batch=batch, progress=progress)
+
+
+def _enum(enum: Any, value: Any, field_name: str) -> Any:
+    try:
+        return enum(value)
+    except ValueError as exc:
+        allowed = ", ".join(m.value for m in enum)
+        raise ValidationError(field_name, f"{value!r} is not one of {allowed}") from exc
+
+
+def type_name(value: object) -> str:
+    return type(value).__name__
+
+
+def _expiry(record: AMFRecord) -> float | None:
+    ttl = record.vendor_extensions.get("x-ttl")
+    if ttl is None or isinstance(ttl, bool) or not isinstance(ttl, int | float):
+        return None
+    return parse_ts(record.meta.created_at).timestamp() + float(ttl)
+
+
+__all__ = ["DecayType", "Memory", "MemoryConfig", "RecallResult", "WriteOutcome"]

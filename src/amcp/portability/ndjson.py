@@ -1,0 +1,227 @@
+"""Streaming NDJSON export and import: move a whole memory without loss.
+
+File layout, one JSON object per line:
+
+1. ``{"amcp_export": 1, "store_id", "node", "exported_at", "embedding_model"}``
+2. one line per record: ``{"amf": {...}, "state": {lifecycle, reason, superseded_by,
+   expires_at, sensitive}}`` or, for a purged record, ``{"tombstone": {knowledge_id, reason}}``
+3. ``{"amcp_export_end": {"records": N, "tombstones": M, "sha256": "..."}}`` — a digest over
+   every line before it, so a truncated or edited file is noticed on import.
+
+Import is idempotent (a record already stored is counted, not duplicated), commits in
+batches so a killed import keeps every batch it acknowledged, and never resurrects a purged
+record: a tombstone in the file purges the local copy, a local tombstone refuses the record.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, TextIO
+
+from amcp.amf.ids import parse_record
+from amcp.amf.record import AMFRecord
+from amcp.amf.timefmt import utc_now
+from amcp.amf.types import Lifecycle
+from amcp.errors import AmcpError, ValidationError
+from amcp.store.base import ChangeOp, RecordFilter
+
+if TYPE_CHECKING:
+    from amcp.memory import Memory
+
+FORMAT_VERSION = 1
+_ALL = RecordFilter(lifecycles=None, include_expired=True)
+
+
+@dataclass(frozen=True, slots=True)
+class ExportReport:
+    records: int
+    tombstones: int
+    skipped_sensitive: int
+    sha256: str
+
+
+@dataclass(slots=True)
+class ImportReport:
+    created: int = 0
+    already: int = 0
+    tombstones: int = 0
+    refused_purged: int = 0
+    state_changes: int = 0
+    errors: list[str] = field(default_factory=list)
+    complete: bool = False  # the end marker was present and its digest matched
+
+    @property
+    def processed(self) -> int:
+        return self.created + self.already + self.tombstones + self.refused_purged
+
+
+def _line(obj: Any) -> str:
+    return json.dumps(obj, ensure_ascii=False, sort_keys=True, separators=(",", ":")) + "\n"
+
+
+def export_ndjson(memory: Memory, out: TextIO, *, include_sensitive: bool = False) -> ExportReport:
+    digest = hashlib.sha256()
+    records = tombstones = skipped = 0
+
+    def emit(obj: Any) -> None:
+        text = _line(obj)
+        digest.update(text.encode("utf-8"))
+        out.write(text)
+
+    emit(
+        {
+            "amcp_export": FORMAT_VERSION,
+            "store_id": memory.store.get_meta("store_id"),
+            "node": memory.node_uri,
+            "exported_at": utc_now(),
+            "embedding_model": memory.store.get_meta("embedding_model"),
+        }
+    )
+    after: str | None = None
+    while page := memory.store.query(_ALL, limit=500, after=after):
+        for item in page:
+            after = item.knowledge_id
+            if item.record is None:
+                emit({"tombstone": {"knowledge_id": item.knowledge_id, "reason": item.state.reason}})
+                tombstones += 1
+                continue
+            if item.state.sensitive and not include_sensitive:
+                skipped += 1
+                continue
+            state = item.state
+            emit(
+                {
+                    "amf": item.record.to_dict(),
+                    "state": {
+                        "lifecycle": state.lifecycle.value,
+                        "reason": state.reason,
+                        "superseded_by": state.superseded_by,
+                        "expires_at": state.expires_at,
+                        "sensitive": state.sensitive,
+                    },
+                }
+            )
+            records += 1
+    end = {"records": records, "tombstones": tombstones, "sha256": digest.hexdigest()}
+    out.write(_line({"amcp_export_end": end}))
+    return ExportReport(records, tombstones, skipped, end["sha256"])
+
+
+def import_ndjson(
+    memory: Memory,
+    source: Iterable[str | bytes],
+    *,
+    batch: int = 256,
+    progress: Callable[[ImportReport], None] | None = None,
+) -> ImportReport:
+    report = ImportReport()
+    digest = hashlib.sha256()
+    pending: list[tuple[AMFRecord, dict[str, Any]]] = []
+
+    def flush() -> None:
+        if not pending:
+            return
+        _apply_batch(memory, pending, report)
+        pending.clear()
+        if progress is not None:
+            progress(report)
+
+    for lineno, raw in enumerate(source, start=1):
+        try:
+            text = raw.decode("utf-8") if isinstance(raw, bytes) else raw
+        except UnicodeDecodeError as exc:
+            raise ValidationError(f"line {lineno}", f"invalid UTF-8 at byte {exc.start}") from exc
+        if not text.strip():
+            continue
+        try:
+            obj = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ValidationError(f"line {lineno}", f"not JSON: {exc.msg}") from exc
+        if not isinstance(obj, dict):
+            raise ValidationError(f"line {lineno}", "each line must be a JSON object")
+        if "amcp_export_end" in obj:
+            flush()
+            end = obj["amcp_export_end"]
+            report.complete = isinstance(end, dict) and end.get("sha256") == digest.hexdigest()
+            if not report.complete:
+                report.errors.append("the end marker's digest does not match the file")
+            continue
+        digest.update(text.rstrip("\n").encode("utf-8") + b"\n")
+        if "amcp_export" in obj:
+            if obj["amcp_export"] != FORMAT_VERSION:
+                raise ValidationError(f"line {lineno}", f"export format {obj['amcp_export']!r} is not supported")
+            continue
+        if "tombstone" in obj:
+            flush()
+            kid = obj["tombstone"].get("knowledge_id") if isinstance(obj["tombstone"], dict) else None
+            if not isinstance(kid, str):
+                raise ValidationError(f"line {lineno}", "tombstone without knowledge_id")
+            if memory.store.put_tombstone(kid, hlc=memory.clock.send(), reason=obj["tombstone"].get("reason")):
+                memory.searcher.reset()
+            report.tombstones += 1
+            continue
+        amf = obj.get("amf", obj)  # a bare AMF record per line is accepted too
+        try:
+            record = parse_record(amf)
+        except AmcpError as exc:
+            raise ValidationError(f"line {lineno}", str(exc)) from exc
+        state = obj.get("state") if isinstance(obj.get("state"), dict) else {}
+        pending.append((record, state))
+        if len(pending) >= batch:
+            flush()
+    flush()
+    return report
+
+
+def _apply_batch(
+    memory: Memory, items: list[tuple[AMFRecord, dict[str, Any]]], report: ImportReport
+) -> None:
+    fresh: list[tuple[AMFRecord, bool]] = []
+    states: list[tuple[str, dict[str, Any]]] = []
+    seen: set[str] = set()
+    for record, state in items:
+        existing = memory.store.get(record.knowledge_id)
+        if existing is not None and existing.record is None:
+            report.refused_purged += 1
+            continue
+        if existing is not None or record.knowledge_id in seen:
+            report.already += 1
+        else:
+            fresh.append((record, bool(state.get("sensitive"))))
+            seen.add(record.knowledge_id)
+        states.append((record.knowledge_id, state))
+    with memory.store.atomic():
+        if fresh:
+            memory.put_many(fresh)
+            report.created += len(fresh)
+        for kid, state in states:
+            report.state_changes += _apply_state(memory, kid, state)
+    memory.searcher.reset()
+
+
+_OPS = {
+    Lifecycle.INVALIDATED: ChangeOp.INVALIDATE,
+    Lifecycle.SUPERSEDED: ChangeOp.SUPERSEDE,
+    Lifecycle.ARCHIVED: ChangeOp.ARCHIVE,
+}
+
+
+def _apply_state(memory: Memory, kid: str, state: dict[str, Any]) -> int:
+    try:
+        lifecycle = Lifecycle(state.get("lifecycle", "active"))
+    except ValueError:
+        return 0
+    op = _OPS.get(lifecycle)
+    current = memory.store.get(kid)
+    if op is None or current is None or current.state.lifecycle is lifecycle:
+        return 0
+    if current.state.lifecycle is not Lifecycle.ACTIVE:
+        return 0  # never move a record backwards (e.g. invalidated → superseded)
+    memory.store.set_state(
+        kid, op, hlc=memory.clock.send(), lifecycle=lifecycle,
+        reason=state.get("reason"), superseded_by=state.get("superseded_by"),
+    )
+    return 1

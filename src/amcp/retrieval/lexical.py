@@ -1,0 +1,86 @@
+"""Lexical analysis shared by indexing and querying (FTS5/BM25, tsvector later).
+
+FTS5's unicode61 tokenizer treats a run of CJK characters as one token, which makes Chinese
+text unsearchable by word. We pre-tokenise in Python instead: lowercase, strip accents, split
+Latin words, light English stemming, and turn CJK runs into overlapping character bigrams (plus
+the unigram for single characters) — the standard trick for CJK without a dictionary.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+
+_WORD = re.compile(r"[^\W_]+", re.UNICODE)
+_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af]+")
+
+# Query-side stop words only: indexing keeps everything so phrase-y facts stay findable.
+STOP = frozenset(
+    """a an and are as at be been but by can could did do does doing for from had has have
+    he her hers him his how i if in into is it its me my myself no not of on or our ours she
+    so than that the their them then there these they this those to too very was we were
+    what when where which while who whom why will with would you your yours about after
+    again all am any because before being both each few further here just more most nor once
+    only other own same should some such up down out over under until off also ever
+    something anything""".split()
+)
+
+
+def _stem(word: str) -> str:
+    """Tiny suffix stripper: enough to match 'adopting'/'adopted'/'adopts' on 'adopt'."""
+    if len(word) <= 4 or not word.isascii():
+        return word
+    for suffix in ("ingly", "edly", "ings", "ing", "ies", "ied", "ed", "es", "ly", "s"):
+        if word.endswith(suffix) and len(word) - len(suffix) >= 3:
+            stem = word[: -len(suffix)]
+            if suffix in ("ies", "ied"):
+                stem += "y"
+            return stem
+    return word
+
+
+def _fold(text: str) -> str:
+    text = unicodedata.normalize("NFKD", text.lower())
+    return "".join(c for c in text if not unicodedata.combining(c))
+
+
+def tokens(text: str, *, drop_stop: bool = False) -> list[str]:
+    out: list[str] = []
+    for chunk in _WORD.findall(_fold(text)):
+        start = 0
+        for m in _CJK.finditer(chunk):
+            out.extend(_latin(chunk[start : m.start()], drop_stop))
+            run = m.group()
+            if len(run) == 1:
+                out.append(run)
+            else:
+                out.extend(run[i : i + 2] for i in range(len(run) - 1))
+            start = m.end()
+        out.extend(_latin(chunk[start:], drop_stop))
+    return out
+
+
+def _latin(word: str, drop_stop: bool) -> list[str]:
+    if not word or (drop_stop and word in STOP):
+        return []
+    return [_stem(word)]
+
+
+def index_terms(text: str) -> str:
+    """The string stored in the FTS column."""
+    return " ".join(tokens(text))
+
+
+def match_query(text: str, *, max_terms: int = 32) -> str:
+    """An FTS5 MATCH expression: OR of the query's distinct terms, each quoted.
+
+    Quoting makes every term a literal string, so user text can never be read as FTS5 syntax
+    (NEAR, column filters, '*').
+    """
+    seen: list[str] = []
+    for term in tokens(text, drop_stop=True):
+        if term not in seen:
+            seen.append(term)
+    if not seen:  # a query of only stop words still deserves an answer
+        seen = list(dict.fromkeys(tokens(text)))
+    return " OR ".join('"' + t.replace('"', '""') + '"' for t in seen[:max_terms])

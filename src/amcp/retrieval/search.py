@@ -1,0 +1,144 @@
+"""Hybrid recall: BM25 over FTS5 + vector similarity, fused by RRF, reranked.
+
+The vector index is derived state. The store's vector table is the source of truth (written
+in the same transaction as each record), and the index is rebuilt from it on open — so a
+crash can never leave the index describing records that do not exist, or miss ones that do.
+Only *active* records live in the index; invalidation, supersession and purge remove them.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from amcp.amf.timefmt import parse_ts
+from amcp.amf.types import Lifecycle
+from amcp.retrieval.embedders import Embedder
+from amcp.retrieval.fusion import Candidate, rerank_score, rrf
+from amcp.retrieval.lexical import match_query
+from amcp.retrieval.vectors import VectorIndex
+from amcp.store.base import RecordFilter, Store, StoredRecord
+
+_TRIVIAL = RecordFilter()
+
+
+@dataclass(frozen=True, slots=True)
+class Hit:
+    item: StoredRecord
+    score: float
+    lexical_rank: int | None
+    vector_rank: int | None
+    vector_score: float | None
+
+    @property
+    def knowledge_id(self) -> str:
+        return self.item.knowledge_id
+
+
+class HybridSearcher:
+    def __init__(self, store: Store, embedder: Embedder | None) -> None:
+        self.store = store
+        self.embedder = embedder
+        self.index: VectorIndex | None = None
+
+    # -- index maintenance ------------------------------------------------------------
+
+    def _ensure_index(self) -> VectorIndex | None:
+        if self.embedder is None:
+            return None
+        if self.index is None:
+            index = VectorIndex(self.embedder.dim)
+            live = self.store.rowids(RecordFilter(include_expired=True))
+            live_set = set(live.tolist())
+            for ids, mat in self.store.iter_vectors():
+                keep = np.fromiter((i in live_set for i in ids.tolist()), dtype=bool, count=len(ids))
+                if keep.any():
+                    index.add(ids[keep], mat[keep])
+            self.index = index
+        return self.index
+
+    def added(self, rowid: int, vector: np.ndarray) -> None:
+        if self.index is not None:
+            self.index.add(np.array([rowid], dtype=np.int64), vector.reshape(1, -1))
+
+    def removed(self, rowid: int | None) -> None:
+        if self.index is not None and rowid is not None:
+            self.index.remove(np.array([rowid], dtype=np.int64))
+
+    def reset(self) -> None:
+        self.index = None
+
+    # -- search -----------------------------------------------------------------------
+
+    def vector_search(
+        self, vector: np.ndarray, flt: RecordFilter, k: int
+    ) -> list[tuple[str, float]]:
+        index = self._ensure_index()
+        if index is None or len(index) == 0:
+            return []
+        trivial = _is_trivial(flt)
+        if trivial:
+            hits = index.search(vector, k)
+        else:
+            # Over-fetch and post-filter in SQL first: cheap when the filter is broad.
+            probe = index.search(vector, min(len(index), k * 4))
+            allowed_probe = self._filter_rowids([r for r, _ in probe], flt)
+            hits = [(r, s) for r, s in probe if r in allowed_probe][:k]
+            if len(hits) < k and len(probe) < len(index):
+                allowed = self.store.rowids(flt)
+                hits = index.search(vector, k, allowed=allowed) if len(allowed) else []
+        names = self.store.ids_for_rowids([r for r, _ in hits])
+        return [(names[r], s) for r, s in hits if r in names]
+
+    def _filter_rowids(self, rowids: Sequence[int], flt: RecordFilter) -> set[int]:
+        if not rowids:
+            return set()
+        names = self.store.ids_for_rowids(rowids)
+        flt_ids = RecordFilter(
+            scopes=flt.scopes, types=flt.types, kinds=flt.kinds, tags=flt.tags,
+            lifecycles=flt.lifecycles, created_after=flt.created_after,
+            created_before=flt.created_before, subject_prefix=flt.subject_prefix,
+            ids=tuple(names.values()), include_expired=flt.include_expired, now=flt.now,
+        )
+        return set(self.store.rowids(flt_ids).tolist())
+
+    def search(
+        self, query: str, flt: RecordFilter, k: int, *, candidates: int = 50, now: float | None = None
+    ) -> list[Hit]:
+        pool = max(candidates, k)
+        lexical = [kid for kid, _ in self.store.search_lexical(match_query(query), flt, pool)]
+        vector: list[tuple[str, float]] = []
+        if self.embedder is not None:
+            vector = self.vector_search(self.embedder.embed_query(query), flt, pool)
+        fused = rrf(lexical, vector)
+        return self._rerank(fused[: pool], k, now if now is not None else time.time())
+
+    def _rerank(self, fused: list[Candidate], k: int, now: float) -> list[Hit]:
+        items = {s.knowledge_id: s for s in self.store.get_many([c.knowledge_id for c in fused])}
+        scored: list[Hit] = []
+        for cand in fused:
+            item = items.get(cand.knowledge_id)
+            if item is None or item.record is None:
+                continue
+            created = parse_ts(item.record.meta.created_at).timestamp()
+            score = rerank_score(
+                cand.fused,
+                age_days=(now - created) / 86_400,
+                ktype=item.record.type,
+                weight=item.state.weight,
+            )
+            scored.append(Hit(item, score, cand.lexical_rank, cand.vector_rank, cand.vector_score))
+        scored.sort(key=lambda h: (-h.score, h.knowledge_id))
+        return scored[:k]
+
+
+def _is_trivial(flt: RecordFilter) -> bool:
+    return (
+        flt.scopes is None and flt.types is None and flt.kinds is None and flt.tags is None
+        and flt.created_after is None and flt.created_before is None
+        and flt.subject_prefix is None and flt.ids is None
+        and flt.lifecycles in (None, (Lifecycle.ACTIVE,))
+    )
