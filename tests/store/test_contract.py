@@ -1,0 +1,237 @@
+"""The Store port's contract. Every adapter must pass all of it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from amcp.amf.types import Lifecycle
+from amcp.errors import ConflictError, GoneError, NotFoundError
+from amcp.store.base import ChangeOp, RecordFilter, Store
+
+from tests.store.records import rec
+
+Open = Callable[[], Store]
+
+
+def test_put_get_round_trip(open_store: Open) -> None:
+    s = open_store()
+    r = rec("the sky is blue", tags=["colour"])
+    res = s.put(r, hlc=10, index_text="sky blue")
+    assert res.created and res.knowledge_id == r.knowledge_id
+    got = s.get(r.knowledge_id)
+    assert got is not None and got.record == r
+    assert got.state.lifecycle is Lifecycle.ACTIVE and got.state.hlc == 10
+
+
+def test_identical_rewrite_is_idempotent(open_store: Open) -> None:
+    s = open_store()
+    r = rec("idempotent")
+    s.put(r, hlc=1)
+    again = s.put(r, hlc=2)
+    assert not again.created and again.hlc == 1
+    assert s.stats().records == 1 and s.stats().changes == 1
+
+
+def test_same_id_other_content_is_409(open_store: Open) -> None:
+    from dataclasses import replace
+
+    s = open_store()
+    r = rec("original")
+    s.put(r, hlc=1)
+    forged = replace(r, integrity=replace(r.integrity, checksum="sha256:" + "1" * 64))
+    with pytest.raises(ConflictError):
+        s.put(forged, hlc=2)
+    got = s.get(r.knowledge_id)
+    assert got is not None and got.record == r  # nothing lost
+
+
+def test_lifecycle_changes_are_logged_in_hlc_order(open_store: Open) -> None:
+    s = open_store()
+    a, b = rec("a"), rec("b")
+    s.put(a, hlc=5)
+    s.put(b, hlc=6)
+    s.set_state(a.knowledge_id, ChangeOp.SUPERSEDE, hlc=7, lifecycle=Lifecycle.SUPERSEDED,
+                superseded_by=b.knowledge_id)
+    s.set_state(b.knowledge_id, ChangeOp.INVALIDATE, hlc=8, lifecycle=Lifecycle.INVALIDATED,
+                reason="wrong")
+    ops = [(c.op, c.knowledge_id, c.hlc) for c in s.changes()]
+    assert ops == [
+        (ChangeOp.PUT, a.knowledge_id, 5), (ChangeOp.PUT, b.knowledge_id, 6),
+        (ChangeOp.SUPERSEDE, a.knowledge_id, 7), (ChangeOp.INVALIDATE, b.knowledge_id, 8),
+    ]
+    assert [c.hlc for c in s.changes(since_hlc=6)] == [7, 8]
+    assert len(s.changes(limit=2)) == 2
+    st_a = s.get(a.knowledge_id)
+    assert st_a is not None and st_a.state.superseded_by == b.knowledge_id
+    st_b = s.get(b.knowledge_id)
+    assert st_b is not None and st_b.state.reason == "wrong"
+    assert s.max_hlc() == 8
+
+
+def test_purge_leaves_a_tombstone_that_refuses_the_record(open_store: Open) -> None:
+    s = open_store()
+    r = rec("my phone number is 555-0100")
+    s.put(r, hlc=1, index_text="phone number 555 0100", vector=np.ones(4, dtype=np.float32))
+    s.purge(r.knowledge_id, hlc=2, reason="privacy")
+    got = s.get(r.knowledge_id)
+    assert got is not None and got.record is None and got.state.lifecycle is Lifecycle.PURGED
+    assert s.search_lexical('"phone"', RecordFilter(lifecycles=None), 5) == []
+    assert sum(len(ids) for ids, _ in s.iter_vectors()) == 0
+    with pytest.raises(GoneError):
+        s.put(r, hlc=3)
+    with pytest.raises(GoneError):
+        s.set_state(r.knowledge_id, ChangeOp.INVALIDATE, hlc=4, lifecycle=Lifecycle.INVALIDATED)
+    assert s.verify(full=True).ok
+
+
+def test_tombstone_for_unknown_id_blocks_later_arrival(open_store: Open) -> None:
+    s = open_store()
+    r = rec("will be purged elsewhere")
+    assert s.put_tombstone(r.knowledge_id, hlc=1, reason="purged at hub")
+    assert not s.put_tombstone(r.knowledge_id, hlc=2)
+    with pytest.raises(GoneError):
+        s.put(r, hlc=3)
+    assert s.verify(full=True).ok
+
+
+def test_unknown_ids(open_store: Open) -> None:
+    s = open_store()
+    assert s.get("K-" + "0" * 64) is None
+    with pytest.raises(NotFoundError):
+        s.set_state("K-" + "0" * 64, ChangeOp.INVALIDATE, hlc=1, lifecycle=Lifecycle.INVALIDATED)
+    with pytest.raises(NotFoundError):
+        s.purge("K-" + "0" * 64, hlc=1)
+
+
+def test_filters(open_store: Open) -> None:
+    s = open_store()
+    a = rec("alpha", scope="user:alice", tags=["x", "y"], ts=1_600_000_000)
+    b = rec("beta", scope="user:bob", tags=["x"], kind="preference", ts=1_700_000_000)
+    g = rec("global", scope="*", ts=1_650_000_000)
+    for i, r in enumerate((a, b, g)):
+        s.put(r, hlc=i + 1, index_text=r.text)
+
+    def ids(**kw: object) -> set[str]:
+        return {x.knowledge_id for x in s.query(RecordFilter(**kw))}  # type: ignore[arg-type]
+
+    assert ids(scopes=("user:alice",)) == {a.knowledge_id, g.knowledge_id}  # '*' is global
+    assert ids(tags=("x", "y")) == {a.knowledge_id}
+    assert ids(kinds=("preference",)) == {b.knowledge_id}
+    assert ids(created_after="2021-01-01T00:00:00Z") == {b.knowledge_id, g.knowledge_id}
+    assert ids(created_before="2021-01-01T00:00:00Z") == {a.knowledge_id}
+    assert ids(subject_prefix="user.bob") == {b.knowledge_id}
+    s.set_state(a.knowledge_id, ChangeOp.INVALIDATE, hlc=9, lifecycle=Lifecycle.INVALIDATED)
+    assert a.knowledge_id not in ids()
+    assert a.knowledge_id in ids(lifecycles=(Lifecycle.INVALIDATED,))
+    assert s.count(RecordFilter(lifecycles=None)) == 3
+
+
+def test_cursor_pagination_visits_each_record_once(open_store: Open) -> None:
+    s = open_store()
+    made = {s.put(rec(f"item {i}"), hlc=i + 1).knowledge_id for i in range(25)}
+    seen: list[str] = []
+    after = None
+    while page := s.query(RecordFilter(), limit=7, after=after):
+        seen.extend(x.knowledge_id for x in page)
+        after = page[-1].knowledge_id
+    assert len(seen) == 25 and set(seen) == made
+
+
+def test_ttl_hides_expired(open_store: Open) -> None:
+    s = open_store()
+    r = rec("short lived")
+    s.put(r, hlc=1, expires_at=100.0)
+    assert s.query(RecordFilter(now=50.0))
+    assert not s.query(RecordFilter(now=150.0))
+    assert s.due_for_expiry(150.0) == [r.knowledge_id]
+
+
+def test_lexical_search_ranks_and_filters(open_store: Open) -> None:
+    s = open_store()
+    a = rec("postgres connection pooling with pgbouncer")
+    b = rec("redis cache eviction policy", scope="project:y")
+    s.put(a, hlc=1, index_text=a.text)
+    s.put(b, hlc=2, index_text=b.text)
+    hits = s.search_lexical('"pgbouncer" OR "cache"', RecordFilter(), 10)
+    assert {h[0] for h in hits} == {a.knowledge_id, b.knowledge_id}
+    hits = s.search_lexical('"cache"', RecordFilter(scopes=("project:x",)), 10)
+    assert hits == []
+
+
+def test_vectors_and_access_stats(open_store: Open) -> None:
+    s = open_store()
+    r = rec("vectorised")
+    v = np.arange(4, dtype=np.float32)
+    s.put(r, hlc=1, vector=v)
+    (ids, mat), = list(s.iter_vectors())
+    assert mat.shape == (1, 4) and np.allclose(mat[0], v)
+    assert s.ids_for_rowids([int(ids[0])]) == {int(ids[0]): r.knowledge_id}
+    s.touch([r.knowledge_id], 1_000_000.0)
+    s.touch([r.knowledge_id], 1_000_100.0)
+    got = s.get(r.knowledge_id)
+    assert got is not None and got.state.access_count == 2 and got.state.last_access == 1_000_100.0
+    assert s.access_count_since(r.knowledge_id, 999_000.0) == 2
+    s.set_weight(r.knowledge_id, 0.8)
+    got = s.get(r.knowledge_id)
+    assert got is not None and got.state.weight == 0.8
+
+
+def test_nested_atomic_rolls_back_everything(open_store: Open) -> None:
+    s = open_store()
+    with pytest.raises(RuntimeError), s.atomic():
+        s.put(rec("one"), hlc=1)
+        with s.atomic():
+            s.put(rec("two"), hlc=2)
+        raise RuntimeError("boom")
+    assert s.stats().records == 0 and s.changes() == []
+    assert s.verify().ok
+
+
+def test_inner_savepoint_rollback_keeps_outer(open_store: Open) -> None:
+    s = open_store()
+    with s.atomic():
+        s.put(rec("kept"), hlc=1)
+        with pytest.raises(RuntimeError), s.atomic():
+            s.put(rec("dropped"), hlc=2)
+            raise RuntimeError("inner")
+    assert s.stats().records == 1 and s.verify().ok
+
+
+def test_state_survives_reopen(open_store: Open) -> None:
+    s = open_store()
+    r = rec("durable")
+    s.put(r, hlc=3)
+    s.close()
+    s2 = open_store()
+    got = s2.get(r.knowledge_id)
+    assert got is not None and got.record == r and s2.verify(full=True).ok
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    st.lists(
+        st.tuples(
+            st.text(min_size=1, max_size=40).filter(lambda t: t.strip() != ""),
+            st.sampled_from(["fact", "preference", "task"]),
+            st.sampled_from(["user:a", "team:x", "*"]),
+        ),
+        min_size=1,
+        max_size=8,
+    )
+)
+def test_round_trip_property(open_store: Open, items: list[tuple[str, str, str]]) -> None:
+    s = open_store()
+    for i, (text, kind, scope) in enumerate(items):
+        r = rec(text, scope=scope, kind=kind, ts=1_700_000_000 + i)
+        try:
+            s.put(r, hlc=s.max_hlc() + 1, index_text=text)
+        except GoneError:
+            continue
+        got = s.get(r.knowledge_id)
+        assert got is not None and got.record == r
+    assert s.verify(full=True).ok

@@ -1,0 +1,149 @@
+"""SQLite-specific behaviour: migrations, corruption, tampering, locking."""
+
+from __future__ import annotations
+
+import shutil
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from amcp.errors import IntegrityError, StoreError
+from amcp.keyring import Keyring
+from amcp.store.schema import MIGRATIONS, SCHEMA_VERSION
+from amcp.store.sqlite import SQLiteStore, _split_sql
+from tests.store.records import rec
+
+
+def open_at(tmp: Path, **kw: object) -> SQLiteStore:
+    return SQLiteStore(tmp / "memory.db", Keyring(tmp / "keys"), **kw)  # type: ignore[arg-type]
+
+
+def raw(tmp: Path) -> sqlite3.Connection:
+    return sqlite3.connect(tmp / "memory.db", isolation_level=None)
+
+
+@pytest.mark.parametrize("start", range(SCHEMA_VERSION))
+def test_each_migration_upgrades_a_store_left_at_the_previous_version(tmp_path: Path, start: int) -> None:
+    db = raw(tmp_path)
+    for number in range(start):
+        for stmt in _split_sql(MIGRATIONS[number]):
+            db.execute(stmt)
+        db.execute(f"PRAGMA user_version={number + 1}")
+    db.close()
+    s = open_at(tmp_path)
+    assert raw(tmp_path).execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+    r = rec("after migration")
+    s.put(r, hlc=1)
+    s.touch([r.knowledge_id], 1e9)  # access_daily exists (migration 2)
+    assert s.stats().schema_version == SCHEMA_VERSION
+    s.close()
+
+
+def test_store_from_a_newer_amcp_is_refused(tmp_path: Path) -> None:
+    open_at(tmp_path).close()
+    raw(tmp_path).execute(f"PRAGMA user_version={SCHEMA_VERSION + 1}")
+    with pytest.raises(StoreError, match="upgrade amcp"):
+        open_at(tmp_path)
+
+
+def test_garbage_file_is_a_clear_error(tmp_path: Path) -> None:
+    (tmp_path / "memory.db").write_bytes(b"this is not sqlite" * 100)
+    with pytest.raises(StoreError, match="not a readable amcp store"):
+        open_at(tmp_path)
+
+
+def test_truncated_database_is_refused_without_touching_it(tmp_path: Path) -> None:
+    s = open_at(tmp_path)
+    for i in range(200):
+        s.put(rec(f"fact number {i} " + "x" * 200), hlc=i + 1, index_text=f"fact {i}")
+    s.close()
+    path = tmp_path / "memory.db"
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+    before = path.read_bytes()
+    with pytest.raises((StoreError, IntegrityError)):
+        open_at(tmp_path)
+    assert path.read_bytes() == before
+
+
+def _store_with_three(tmp: Path) -> list[str]:
+    s = open_at(tmp)
+    ids = [s.put(rec(f"record {i}"), hlc=i + 1).knowledge_id for i in range(3)]
+    s.close()
+    return ids
+
+
+def test_edited_record_body_is_refused_on_read(tmp_path: Path) -> None:
+    ids = _store_with_three(tmp_path)
+    db = raw(tmp_path)
+    body = db.execute("SELECT body FROM records WHERE knowledge_id=?", (ids[1],)).fetchone()[0]
+    db.execute("UPDATE records SET body=? WHERE knowledge_id=?",
+               (body.replace(b"record 1", b"record 9"), ids[1]))
+    db.close()
+    s = open_at(tmp_path)  # the chain is intact; the record is not
+    with pytest.raises(IntegrityError):
+        s.get(ids[1])
+    assert s.get(ids[0]) is not None
+    assert not s.verify(full=True).ok
+    s.close()
+
+
+@pytest.mark.parametrize(
+    "attack",
+    [
+        "DELETE FROM changes WHERE seq=2",
+        "UPDATE changes SET hlc=hlc+1 WHERE seq=1",
+        "UPDATE changes SET seq=seq+10 WHERE seq=1",
+        "UPDATE store_meta SET value='1 ' || substr(value, 3) WHERE key='chain_head'",
+        "DELETE FROM changes WHERE seq=3",  # rollback of the last write: caught by the witness
+    ],
+)
+def test_tampered_change_log_is_refused_on_open(tmp_path: Path, attack: str) -> None:
+    _store_with_three(tmp_path)
+    raw(tmp_path).execute(attack)
+    with pytest.raises(IntegrityError, match="integrity check"):
+        open_at(tmp_path)
+
+
+def test_rollback_to_an_old_copy_is_detected_by_the_witness(tmp_path: Path) -> None:
+    s = open_at(tmp_path)
+    s.put(rec("one"), hlc=1)
+    s.close()
+    shutil.copy(tmp_path / "memory.db", tmp_path / "old.db")
+    s = open_at(tmp_path)
+    s.put(rec("two"), hlc=2)
+    s.close()
+    for suffix in ("-wal", "-shm"):
+        (tmp_path / f"memory.db{suffix}").unlink(missing_ok=True)
+    shutil.copy(tmp_path / "old.db", tmp_path / "memory.db")
+    with pytest.raises(IntegrityError, match="rolled back"):
+        open_at(tmp_path)
+
+
+def test_store_signed_by_another_node_key_is_refused(tmp_path: Path) -> None:
+    _store_with_three(tmp_path)
+    with pytest.raises(IntegrityError, match="another node key"):
+        SQLiteStore(tmp_path / "memory.db", Keyring(tmp_path / "other-keys"))
+
+
+def test_second_writer_gets_a_clear_lock_error(tmp_path: Path) -> None:
+    s = open_at(tmp_path)
+    s.put(rec("first"), hlc=1)
+    other = open_at(tmp_path, lock_timeout_s=0.2)
+    with s.atomic():
+        s.put(rec("holding the lock"), hlc=2)
+        with pytest.raises(StoreError, match="locked by another writer"):
+            other.put(rec("blocked"), hlc=3)
+    other.put(rec("after release"), hlc=4)
+    assert s.stats().records == 3
+    s.close()
+    other.close()
+
+
+def test_key_files_are_private(tmp_path: Path) -> None:
+    s = open_at(tmp_path)
+    s.put(rec("x"), hlc=1)
+    s.close()
+    key = tmp_path / "keys" / "node.ed25519.pem"
+    assert key.stat().st_mode & 0o077 == 0
