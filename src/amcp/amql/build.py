@@ -425,13 +425,13 @@ class AstBuilder(Transformer[Token, ast.Statement]):
     def _compare_value(
         self, spec: FieldSpec, ftok: Token, op: ast.CompareOp, op_tok: Token, val: Any
     ) -> ast.Value:
-        if op in _ORDERING and spec.kind not in (Kind.NUMBER, Kind.DATETIME):
-            raise self._err(op_tok, f"{spec.name} is {spec.kind.value}: it takes = and != "
-                                    f"(and IN{', CONTAINS' if spec.kind is not Kind.ENUM else ''}),"
-                                    f" not {op.value}")
         if spec.kind is Kind.BOUND and op is not ast.CompareOp.EQ:
             raise self._err(op_tok, f"write {spec.name} = 'YYYY-MM-DD' "
                                     f"(or compare created_at with {op.value})")
+        if op in _ORDERING and spec.kind not in (Kind.NUMBER, Kind.DATETIME):
+            also = "IN" if spec.kind is Kind.ENUM else "IN, CONTAINS"
+            raise self._err(op_tok, f"{spec.name} is {spec.kind.value}: it takes = and != "
+                                    f"(and {also}), not {op.value}")
         if isinstance(val, _Call):
             if spec.kind in (Kind.DATETIME, Kind.BOUND):
                 raise self._err(val.token, f"{spec.name} is compared with a date literal")

@@ -12,7 +12,6 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from types import MappingProxyType
 from typing import Any, Protocol, TypeVar
 
 from amcp.amql.ast import (
@@ -48,9 +47,6 @@ class RecordView(Protocol):
         """The cluster ids the subquery selects (a list, or one id)."""
 
 
-_NO_FUNCTIONS: Mapping[str, Callable[..., object]] = MappingProxyType({})
-
-
 @dataclass(frozen=True, slots=True)
 class MappingView:
     """A :class:`RecordView` over a mapping, with functions given as callables.
@@ -61,7 +57,7 @@ class MappingView:
     """
 
     fields: Mapping[str, object]
-    functions: Mapping[str, Callable[..., object]] = field(default=_NO_FUNCTIONS)
+    functions: Mapping[str, Callable[..., object]] = field(default_factory=dict)
     clusters: Callable[[ClusterSubquery], object] | None = None
 
     def get(self, field: str) -> object:
