@@ -36,6 +36,12 @@ def test_arbitrary_text(text: str) -> None:
 
 
 @FUZZ
+@given(st.text(alphabet=st.characters(exclude_categories=()), max_size=100))
+def test_arbitrary_text_with_surrogates(text: str) -> None:
+    parse_or_syntax_error("RECALL * WHERE subject = '" + text + "'")
+
+
+@FUZZ
 @given(st.text(alphabet=st.characters(codec="utf-8"), max_size=200).map("RECALL * WHERE ".__add__))
 def test_arbitrary_text_after_a_valid_prefix(text: str) -> None:
     parse_or_syntax_error(text)

@@ -278,6 +278,10 @@ NEGATIVE = [
      "'weight' is not a field of clusters", 1, 68),
     ("RECALL * WHERE cluster_id = (SELECT cluster_id FROM clusters LIMIT 0)",
      "subquery LIMIT", 1, 68),
+    ("RECALL * WHERE cluster_id = (SELECT cluster_id FROM clusters WHERE cluster_id = "
+     "(SELECT cluster_id FROM clusters))", "subqueries do not nest", 1, 68),
+    ("RECALL * WHERE subject = '\ud800'", "lone UTF-16 surrogate", 1, 27),
+    ("RECALL *\nWHERE subject = 'a\udc00'", "lone UTF-16 surrogate", 2, 19),
     ("RECALL * LIMIT tokens(0)",
      "LIMIT tokens(N) needs a whole number from 1 to 10,000,000", 1, 23),
     ("RECALL * LIMIT tokens(-5)", "LIMIT tokens(N)", 1, 23),

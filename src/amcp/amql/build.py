@@ -299,6 +299,8 @@ class AstBuilder(Transformer[Token, ast.Statement]):
             elif isinstance(part, Token) and part.type == "NUMBER":
                 limit = self._count(part, "subquery LIMIT", MAX_ROWS)
         if where is not None:
+            if _has_subquery(where.expr):
+                raise self._err(where.token, "subqueries do not nest")
             for tok in where.fields:
                 if tok.value not in CLUSTER_FIELDS:
                     raise self._err(tok, f"{tok.value!r} is not a field of {SUBQUERY_SOURCE} "
@@ -476,6 +478,15 @@ class AstBuilder(Transformer[Token, ast.Statement]):
             raise self._err(lit.token, f"{value!r} is not a {spec.name} "
                                        f"(one of: {_names(spec.values)})")
         return value
+
+
+def _has_subquery(expr: ast.Expr) -> bool:
+    # Depth is already capped (MAX_DEPTH), so the recursion is bounded.
+    if isinstance(expr, ast.And | ast.Or):
+        return any(_has_subquery(e) for e in expr.items)
+    if isinstance(expr, ast.Not):
+        return _has_subquery(expr.item)
+    return isinstance(expr, ast.Compare) and isinstance(expr.value, ast.ClusterSubquery)
 
 
 def _depth(x: _Lit | _Call) -> int:

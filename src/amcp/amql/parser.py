@@ -80,6 +80,14 @@ def parse(text: str) -> Statement:
     if not text.strip():
         raise AmqlSyntaxError("empty query: expected RECALL, REMEMBER, FORGET or DISTILL")
     try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        # A lone surrogate would parse, then fail later when the value is stored or sent.
+        line = text.count("\n", 0, exc.start) + 1
+        column = exc.start - (text.rfind("\n", 0, exc.start) + 1) + 1
+        raise AmqlSyntaxError("invalid character (lone UTF-16 surrogate)",
+                              line=line, column=column, source=text) from None
+    try:
         result = cast(Statement, parser().parse(text))  # the embedded transformer's output
     except AmqlSyntaxError as exc:
         raise AmqlSyntaxError(exc.reason, line=exc.line, column=exc.column, source=text) from None
