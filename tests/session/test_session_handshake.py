@@ -6,7 +6,7 @@ import uuid
 
 import pytest
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PublicKey
-from session_kit import (
+from tests.session.session_kit import (
     CAPS,
     NODE_ID,
     WALL_MS,
@@ -317,7 +317,7 @@ def test_hello_with_clock_too_far_ahead_is_refused_412() -> None:
 
 def test_real_hlc_plugs_in() -> None:
     clock_mod = pytest.importorskip("amcp.clock")
-    from session_kit import FakeTime
+    from tests.session.session_kit import FakeTime
 
     from amcp.session import Role, Session
 
