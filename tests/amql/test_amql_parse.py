@@ -384,3 +384,16 @@ def test_nodes_built_in_code_are_validated_too() -> None:
     err = AmqlSyntaxError("bare")
     assert str(err) == "amql: bare"
     assert (err.line, err.column) == (None, None)
+
+
+DOCS = Path(__file__).parents[2] / "docs" / "amql.md"
+
+
+@pytest.mark.skipif(not DOCS.exists(), reason="docs/amql.md not found")
+def test_examples_in_the_docs_parse() -> None:
+    text = DOCS.read_text(encoding="utf-8").split("## Examples", 1)[1]
+    lines = [ln for ln in text.splitlines()
+             if ln.split(" ", 1)[0] in ("RECALL", "REMEMBER", "FORGET", "DISTILL")]
+    assert len(lines) >= 10
+    for line in lines:
+        parse(line.replace("K-3fa9…(64 hex)", KID))
