@@ -223,6 +223,27 @@ class LocalNode:
         if self.trust_level is not TrustLevel.LOCAL and self.cert_chain is None:
             raise ValidationError("cert_chain", f"trust_level {self.trust_level} needs one")
 
+    def response(
+        self,
+        peer: Hello,
+        status: int,
+        trust: TrustLevel,
+        x25519: X25519PrivateKey | None,
+        reason: str | None = None,
+    ) -> CapabilityResponse:
+        """Our CAPABILITY_RESPONSE to ``peer``'s hello, signing its nonce with our address."""
+        return CapabilityResponse(
+            status=status,
+            accepted_version=AMCP_VERSION,
+            signature=self.identity.sign(possession_message(peer.nonce, self.address)),
+            trust_level=trust,
+            max_payload=self.max_payload,
+            compression=COMPRESSION_LZ4 if self.compression else NONE,
+            encryption=ENCRYPTION_AES_GCM if self.encryption else NONE,
+            x25519=x25519_public(x25519) if x25519 is not None else None,
+            reason=reason,
+        )
+
     def hello(self, nonce: bytes) -> Hello:
         return Hello(
             amcp_version=AMCP_VERSION,
@@ -258,3 +279,27 @@ class Negotiated:
     max_payload: int
     peer_x25519: bytes | None = None
     x25519_private: X25519PrivateKey | None = field(default=None, repr=False)
+
+
+def negotiate(
+    local: LocalNode,
+    peer: Hello,
+    granted: TrustLevel,
+    resp: CapabilityResponse,
+    x25519: X25519PrivateKey | None,
+) -> Negotiated:
+    """A feature is on only when both sides offered it (encryption: both sent an X25519 key)."""
+    encryption = (
+        x25519 is not None and resp.encryption == ENCRYPTION_AES_GCM and resp.x25519 is not None
+    )
+    return Negotiated(
+        peer=peer,
+        granted_trust=granted,
+        trust_granted_to_us=resp.trust_level,
+        accepted_version=resp.accepted_version,
+        compression=local.compression and resp.compression == COMPRESSION_LZ4,
+        encryption=encryption,
+        max_payload=min(local.max_payload, resp.max_payload),
+        peer_x25519=resp.x25519 if encryption else None,
+        x25519_private=x25519 if encryption else None,
+    )

@@ -27,19 +27,15 @@ from amcp.errors import (
 )
 from amcp.session import events as ev
 from amcp.session.hello import (
-    AMCP_VERSION,
-    COMPRESSION_LZ4,
-    ENCRYPTION_AES_GCM,
     NONCE_SIZE,
-    NONE,
     CapabilityResponse,
     Hello,
     LocalNode,
     Negotiated,
     TrustLevel,
     check_version,
+    negotiate,
     possession_message,
-    x25519_public,
 )
 from amcp.session.identity import verify_signature
 from amcp.session.policy import Principal
@@ -290,17 +286,7 @@ class Session:
     def _capability_response(
         self, peer: Hello, status: int, trust: TrustLevel, reason: str | None = None
     ) -> CapabilityResponse:
-        return CapabilityResponse(
-            status=status,
-            accepted_version=AMCP_VERSION,
-            signature=self.local.identity.sign(possession_message(peer.nonce, self.local.address)),
-            trust_level=trust,
-            max_payload=self.local.max_payload,
-            compression=COMPRESSION_LZ4 if self.local.compression else NONE,
-            encryption=ENCRYPTION_AES_GCM if self.local.encryption else NONE,
-            x25519=x25519_public(self._x25519) if self._x25519 is not None else None,
-            reason=reason,
-        )
+        return self.local.response(peer, status, trust, self._x25519, reason)
 
     def _on_hello(self, frame: Frame, nxt: SessionState) -> Outcome:
         if self._peer is not None:
@@ -361,22 +347,7 @@ class Session:
             raise RemoteProtocolError(
                 "CAPABILITY_RESPONSE before ours", status=Status.STATE_VIOLATION
             )
-        encryption = (
-            self._x25519 is not None
-            and resp.encryption == ENCRYPTION_AES_GCM
-            and resp.x25519 is not None
-        )
-        self._negotiated = Negotiated(
-            peer=peer,
-            granted_trust=self._granted,
-            trust_granted_to_us=resp.trust_level,
-            accepted_version=resp.accepted_version,
-            compression=self.local.compression and resp.compression == COMPRESSION_LZ4,
-            encryption=encryption,
-            max_payload=min(self.local.max_payload, resp.max_payload),
-            peer_x25519=resp.x25519 if encryption else None,
-            x25519_private=self._x25519 if encryption else None,
-        )
+        self._negotiated = negotiate(self.local, peer, self._granted, resp, self._x25519)
         return [ev.HandshakeComplete(self._negotiated)], nxt
 
     # --------------------------------------------------------------- other handlers
