@@ -167,6 +167,12 @@ def test_short_circuit_skips_callbacks() -> None:
     assert calls == []
 
 
+def test_bound_with_not_equal_built_in_code() -> None:
+    bound = Compare("created_after", CompareOp.NE, datetime(2026, 1, 1, tzinfo=UTC))
+    assert not evaluate(bound, view())
+    assert evaluate(bound, view({}))
+
+
 def test_in_with_empty_list_is_false() -> None:
     assert not evaluate(In("type", ()), view())
 

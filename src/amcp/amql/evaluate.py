@@ -120,8 +120,10 @@ def _compare(expr: Compare, view: RecordView) -> bool:
     if spec is not None and spec.kind is Kind.BOUND:
         created = _as_datetime(view.get("created_at"))
         if created is None or not isinstance(value, datetime):
-            return False
-        return created > value if expr.field == "created_after" else created < value
+            return expr.op is CompareOp.NE
+        inside = created > value if expr.field == "created_after" else created < value
+        # The parser only admits "=", but a tree built in code may say "!=".
+        return not inside if expr.op is CompareOp.NE else inside
     actual = _field_value(view, expr.field)
     if expr.op is CompareOp.EQ:
         return _equals(actual, value)
