@@ -17,7 +17,7 @@ class Status(IntEnum):
     CREATED = 201
     NO_CONTENT = 204
     PARTIAL = 206
-    MOVED = 301
+    MOVED = 301  # upstream: KNOWLEDGE_SUPERSEDED
     NOT_MODIFIED = 304
     BAD_REQUEST = 400
     UNAUTHORIZED = 401
@@ -25,17 +25,22 @@ class Status(IntEnum):
     NOT_FOUND = 404
     TIMEOUT = 408
     CONFLICT = 409
-    GONE = 410
+    GONE = 410  # upstream: INVALIDATED; we also answer it for purged records
     PRECONDITION_FAILED = 412
     TOO_MANY_REQUESTS = 429
     INTERNAL = 500
     UNAVAILABLE = 503
     INSUFFICIENT_STORAGE = 507
     LOOP_DETECTED = 508
+    # 7xx as upstream L5 status_codes names them; the aliases say how this code base uses
+    # each one (700 is also the status of a generic PROTOCOL_VIOLATION payload).
+    CAPABILITY_MISMATCH = 700
+    VERSION_INCOMPATIBLE = 701
+    COLD_BOOT_REQUIRED = 702
+    KNOWLEDGE_TYPE_UNSUPPORTED = 703
     PROTOCOL_ERROR = 700
     VERSION_NOT_SUPPORTED = 701
     STATE_VIOLATION = 702
-    CAPABILITY_MISMATCH = 703
 
 
 class AmcpError(Exception):
