@@ -606,6 +606,60 @@ class Memory:
         return import_ndjson(self, source, batch=batch, progress=progress)
 
 
+    # ------------------------------------------------------------------ query, context, evolution
+    # Thin delegations: the logic lives in amcp.amql, amcp.cse and amcp.evolution.
+
+    def query(self, amql: str, *, scopes: Sequence[str] | None = None) -> Any:
+        """Run one AMQL statement (RECALL, REMEMBER, FORGET, DISTILL)."""
+        from amcp.amql.planner import run_query
+
+        return run_query(self, amql, scopes=scopes)
+
+    def context(
+        self,
+        task: str,
+        *,
+        budget_tokens: int = 8000,
+        project: str | None = None,
+        scopes: Sequence[str] | None = None,
+        working_tokens: int | None = None,
+        now: float | None = None,
+    ) -> Any:
+        """A deterministic cold-boot pack for ``task`` within ``budget_tokens`` (PROFILE §7)."""
+        from amcp.cse.pack import build_pack
+
+        return build_pack(
+            self, task, budget_tokens=budget_tokens, project=project, scopes=scopes,
+            working_tokens=working_tokens, now=now,
+        )
+
+    def outcome(self, knowledge_ids: Sequence[str], result: str) -> Any:
+        """Learn from an outcome (success / failure / neutral) of records an agent used."""
+        from amcp.evolution.outcomes import apply_outcome
+
+        return apply_outcome(self, knowledge_ids, result)
+
+    def signal(self, signal: Mapping[str, Any]) -> Any:
+        """Store a QEF signal as KT-SIGNAL and update the records it references."""
+        from amcp.evolution.qef import record_signal
+
+        return record_signal(self, signal)
+
+    def fire_event(self, name: str) -> list[str]:
+        """Invalidate every record whose decay model lists event ``name``."""
+        from amcp.evolution.events import fire_event
+
+        return fire_event(self, name)
+
+    def distill(
+        self, from_amql: str, *, into: str = "KT-PRINCIPLE", confidence_threshold: float = 0.0
+    ) -> Any:
+        """Group related records and write a principle whose caused_by cites them."""
+        from amcp.evolution.distill import distill
+
+        return distill(self, from_amql, into=into, confidence_threshold=confidence_threshold)
+
+
 def _enum(enum: Any, value: Any, field_name: str) -> Any:
     try:
         return enum(value)
