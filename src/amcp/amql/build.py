@@ -10,6 +10,7 @@ field, value, function or keyword. Intermediate results travel wrapped (``_Lit``
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
@@ -42,8 +43,8 @@ _ORDERING = frozenset({ast.CompareOp.LT, ast.CompareOp.LE, ast.CompareOp.GT, ast
 _ANY_FIELD = {**CLUSTER_FIELDS, **FIELDS}
 
 
-def _names(names: object) -> str:
-    return ", ".join(sorted(str(n) for n in names))  # type: ignore[attr-defined]
+def _names(names: Iterable[object]) -> str:
+    return ", ".join(sorted(str(n) for n in names))
 
 
 class _Lit:

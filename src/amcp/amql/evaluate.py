@@ -9,10 +9,10 @@ and answers function calls and cluster subqueries. The logic is two-valued: a mi
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol, TypeGuard, TypeVar
 
 from amcp.amql.ast import (
     And,
@@ -166,7 +166,7 @@ def _as_datetime(value: object) -> datetime | None:
     return None
 
 
-def _is_many(value: object) -> bool:
+def _is_many(value: object) -> TypeGuard[Collection[object]]:
     return isinstance(value, list | tuple | set | frozenset)
 
 
@@ -177,13 +177,11 @@ def _equals(actual: object, value: object) -> bool:
     if actual is None:
         return False
     if _is_many(actual):
-        many: Iterable[object] = actual  # type: ignore[assignment]
         if _is_many(value):
-            others = list(value)  # type: ignore[call-overload]
-            return any(_same(a, v) for a in many for v in others)
-        return any(_same(a, value) for a in many)
+            return any(_same(a, v) for a in actual for v in value)
+        return any(_same(a, value) for a in actual)
     if _is_many(value):
-        return any(_same(actual, v) for v in value)  # type: ignore[attr-defined]
+        return any(_same(actual, v) for v in value)
     return _same(actual, value)
 
 
@@ -213,7 +211,7 @@ def _order(actual: object, value: object, op: CompareOp) -> bool:
     return bool(a >= b)
 
 
-def _is_number(x: object) -> bool:
+def _is_number(x: object) -> TypeGuard[int | float]:
     return isinstance(x, int | float) and not isinstance(x, bool)
 
 
@@ -254,9 +252,10 @@ def _sort_key(value: object, *, dated: bool) -> tuple[int, Any] | None:
     if value is None:
         return None
     if _is_number(value):
-        return (0, float(value))  # type: ignore[arg-type]
+        return (0, float(value))
     if isinstance(value, datetime):
-        return (1, _as_datetime(value).timestamp())  # type: ignore[union-attr]
+        aware = value if value.tzinfo is not None else value.replace(tzinfo=UTC)
+        return (1, aware.timestamp())
     if isinstance(value, str):
         return (2, value)
     return (3, repr(value))
