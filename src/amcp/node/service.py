@@ -1,0 +1,416 @@
+"""``NodeService``: each request message bound to ``Memory`` (PROFILE §3), blocking, sans-IO.
+
+The server runs :meth:`NodeService.handle` in its thread pool and sends what it returns.
+An ``AmcpError`` raised here becomes ERROR ``{status, reason, ref_seq}`` (the session goes
+on); an ``IntegrityError`` (a knowledge_id or checksum that does not match its content)
+becomes the PROTOCOL_VIOLATION PROFILE §2 asks for. Access is checked before anything is
+stored: a write outside the peer's scopes is 403 and leaves the store untouched.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from amcp.amf.record import AMFRecord
+from amcp.errors import (
+    AmcpError,
+    ForbiddenError,
+    NotFoundError,
+    Status,
+    ValidationError,
+)
+from amcp.memory import MAX_K, Memory, WriteOutcome
+from amcp.node import amql_ops
+from amcp.node.views import ack_payload, amf_out, bounded, new_work_session_id
+from amcp.session import AccessPolicy, Mode, Principal
+from amcp.sync import apply_changes, pull_changes
+from amcp.wire import Frame, MsgType
+
+MAX_IDS = MAX_K  # ids per MEMORY_READ: the same bound as k
+MAX_BATCH = 256  # records per MEMORY_WRITE batch: one reply, one transaction's worth
+MAX_HOPS = 8  # SYNC_PUSH relayed further than this is taken for a loop (508)
+_WORK_SESSION = re.compile(r"S-\d{8}-\d{6}-[0-9a-f]{6}")
+
+M = MsgType
+# Requests that change the store: run one at a time on the write thread.
+WRITES = frozenset({M.MEMORY_WRITE, M.MEMORY_INVALIDATE, M.SYNC_PUSH, M.QEF_SIGNAL,
+                    M.KNOWLEDGE_DISTILL})
+
+
+@dataclass(slots=True)
+class Peer:
+    """Per-connection application state (mutable: SESSION_BEGIN sets the work session)."""
+
+    principal: Principal
+    address: str
+    work_session_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    msg_type: MsgType
+    payload: dict[str, Any]
+    status: Status = Status.OK
+
+
+class NodeService:
+    """Binds requests to a Memory under an access policy (None: a single-user local node)."""
+
+    def __init__(
+        self,
+        memory: Memory,
+        policy: AccessPolicy | None = None,
+        *,
+        node_uri: str = "",
+        max_payload: int = 10 * 1024 * 1024,
+    ) -> None:
+        self.memory = memory
+        self.policy = policy
+        self.node_uri = node_uri
+        self.max_payload = max_payload
+
+    # ------------------------------------------------------------------ access
+
+    def readable(self, peer: Peer, scopes: Sequence[str]) -> bool:
+        policy = self.policy
+        if policy is None:
+            return True
+        return any(policy.allowed(peer.principal, s, Mode.READ) for s in scopes)
+
+    def check_write(self, peer: Peer, scopes: Sequence[str]) -> None:
+        """Every scope of a record written must be writable by the peer."""
+        if self.policy is not None:
+            self.policy.check_all(peer.principal, scopes, Mode.WRITE)
+
+    def _patterns(self, peer: Peer, mode: Mode) -> list[str] | None:
+        """Scope patterns to hand to planners; None when the peer may see everything."""
+        if self.policy is None:
+            return None
+        patterns = list(self.policy.patterns(peer.principal, mode))
+        return None if "*" in patterns else patterns
+
+    def _check_everything(self, peer: Peer, what: str) -> None:
+        # Operations whose records cannot be known in advance (events, distillation)
+        # need write access to every scope.
+        if self.policy is not None and not self.policy.allowed(peer.principal, "*", Mode.WRITE):
+            raise ForbiddenError(f"{what} needs write access to every scope ('*')")
+
+    # ------------------------------------------------------------------ dispatch
+
+    def handle(self, frame: Frame, peer: Peer) -> Reply:
+        handler = _HANDLERS.get(frame.msg_type)
+        if handler is None:  # pragma: no cover - the server only routes requests here
+            raise AmcpError(f"{frame.msg_type.name} is not a request", status=Status.BAD_REQUEST)
+        return handler(self, frame.payload, peer)
+
+    # ------------------------------------------------------------------ cold boot
+
+    def cold_boot(self, p: Mapping[str, Any], peer: Peer) -> Reply:
+        task = p.get("task")
+        if not isinstance(task, str):
+            raise ValidationError("task", "must be a string")
+        budget = p.get("budget_tokens", 8000)
+        if isinstance(budget, bool) or not isinstance(budget, int) or budget < 0:
+            raise ValidationError("budget_tokens", "must be a non-negative integer")
+        working = p.get("working_tokens")
+        if working is not None and (isinstance(working, bool) or not isinstance(working, int)):
+            raise ValidationError("working_tokens", "must be an integer")
+        project = p.get("project")
+        if project is not None and not isinstance(project, str):
+            raise ValidationError("project", "must be a string")
+        raw_scope = p.get("project_scope")
+        scopes = [raw_scope] if isinstance(raw_scope, str) else raw_scope
+        if scopes is not None:
+            if not isinstance(scopes, list) or not all(isinstance(s, str) for s in scopes):
+                raise ValidationError("project_scope", "must be a scope or a list of scopes")
+            for scope in scopes:
+                if not self.readable(peer, [scope]):
+                    raise ForbiddenError(f"read access to scope {scope!r} is not allowed")
+        else:
+            scopes = self._patterns(peer, Mode.READ)
+        started = time.perf_counter()
+        try:
+            pack = self.memory.context(
+                task, budget_tokens=budget, project=project, scopes=scopes,
+                working_tokens=working,
+            )
+        except (ImportError, AttributeError, NotImplementedError) as exc:
+            # The protocol needs the response to assign the session id; a node without a
+            # context engine says so (206, empty pack) rather than refusing every session.
+            return Reply(M.COLD_BOOT_RESPONSE, {
+                "pack": {"items": [], "zones": {}}, "confirmation": "", "urgent_signals": [],
+                "cse_ms": 0.0, "reason": f"context engine unavailable: {exc}",
+            }, Status.PARTIAL)
+        return Reply(M.COLD_BOOT_RESPONSE, {
+            "pack": pack.to_dict(),
+            "confirmation": pack.confirmation,
+            "urgent_signals": list(pack.urgent_signals),
+            "cse_ms": round((time.perf_counter() - started) * 1000, 3),
+        })
+
+    # ------------------------------------------------------------------ reads
+
+    def read(self, p: Mapping[str, Any], peer: Peer) -> Reply:
+        given = [k for k in ("ids", "amql", "query") if p.get(k) is not None]
+        if len(given) != 1:
+            raise ValidationError("", "MEMORY_READ takes exactly one of ids, amql, query")
+        started = time.perf_counter()
+        now = time.time()
+        extra: dict[str, Any] = {}
+        if given[0] == "ids":
+            amfs, extra = self._read_ids(p["ids"], peer, now)
+        elif given[0] == "query":
+            amfs, extra = self._recall(p, peer, now)
+        else:
+            amfs, extra = self._read_amql(p["amql"], peer)
+        results, tokens, truncated = bounded(amfs, self.max_payload)
+        return Reply(M.MEMORY_READ_RESPONSE, {
+            "results": results,
+            "total_tokens": tokens,
+            "cache_hits": len(results),  # everything is served from this node (tier 0)
+            "network_fetches": 0,
+            "query_time_ms": round((time.perf_counter() - started) * 1000, 3),
+            "truncated": truncated or bool(extra.pop("truncated", False)),
+            **extra,
+        })
+
+    def _read_ids(
+        self, ids: Any, peer: Peer, now: float
+    ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+        if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
+            raise ValidationError("ids", "must be a list of knowledge ids")
+        if len(ids) > MAX_IDS:
+            raise ValidationError("ids", f"at most {MAX_IDS} per request")
+        found = {f.knowledge_id: f for f in self.memory.read(ids)}
+        amfs, missing = [], []
+        for kid in ids:
+            item = found.get(kid)
+            # Unreadable and absent look the same, so a scope's contents do not leak.
+            if item is None or item.record is None or not self.readable(
+                peer, item.record.meta.project_scope
+            ):
+                missing.append(kid)
+            else:
+                amfs.append(amf_out(self.memory, item, now))
+        return amfs, ({"missing": missing} if missing else {})
+
+    def _recall(
+        self, p: Mapping[str, Any], peer: Peer, now: float
+    ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+        query, k, filters = p["query"], p.get("k", 10), p.get("filters") or {}
+        if not isinstance(filters, Mapping):
+            raise ValidationError("filters", "must be a map")
+        known = {"scope", "scopes", "types", "tags", "kinds", "created_after", "created_before"}
+        unknown = set(filters) - known
+        if unknown:
+            raise ValidationError("filters", f"unknown keys {sorted(unknown)}")
+        scope = filters.get("scopes", filters.get("scope"))
+        scopes = [scope] if isinstance(scope, str) else scope
+        for s in scopes or ():
+            if not isinstance(s, str) or not self.readable(peer, [s]):
+                raise ForbiddenError(f"read access to scope {s!r} is not allowed")
+        result = self.memory.recall(
+            query, k=k, scope=scopes, types=filters.get("types"), tags=filters.get("tags"),
+            kinds=filters.get("kinds"), created_after=filters.get("created_after"),
+            created_before=filters.get("created_before"),
+        )
+        amfs, scores = [], []
+        for hit in result.hits:
+            item = hit.item
+            if item.record is None or not self.readable(peer, item.record.meta.project_scope):
+                continue
+            amfs.append(amf_out(self.memory, item, now))
+            scores.append(round(float(hit.score), 6))
+        return amfs, {"scores": scores}
+
+    def _read_amql(self, text: Any, peer: Peer) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+        amql_ops.expect(text, "RECALL", "MEMORY_READ amql")
+        response = amql_ops.run_query(self.memory, text, self._patterns(peer, Mode.READ))
+        results = [
+            r for r in response.pop("results", [])
+            if not isinstance(r, Mapping) or self.readable(peer, _scopes_of(r))
+        ]
+        return results, {k: v for k, v in response.items() if k not in ("status", "ref_seq")}
+
+    # ------------------------------------------------------------------ writes
+
+    def write(self, p: Mapping[str, Any], peer: Peer) -> Reply:
+        given = [k for k in ("amf", "batch", "amql") if p.get(k) is not None]
+        if len(given) != 1:
+            raise ValidationError("", "MEMORY_WRITE takes exactly one of amf, batch, amql")
+        if given[0] == "amf":
+            return self._ack(self._put(p["amf"], peer))
+        if given[0] == "batch":
+            batch = p["batch"]
+            if not isinstance(batch, list) or not batch:
+                raise ValidationError("batch", "must be a non-empty list of AMF records")
+            if len(batch) > MAX_BATCH:
+                raise ValidationError("batch", f"at most {MAX_BATCH} records per write")
+            # Shape and scope of every record first, so a 400/403 stores nothing.
+            for amf in batch:
+                self._check_amf(amf, peer)
+            outcomes = [self.memory.put(amf) for amf in batch]
+            created = any(o.created for o in outcomes)
+            return Reply(M.MEMORY_WRITE_ACK, {
+                "knowledge_ids": [o.knowledge_id for o in outcomes],
+                "statuses": [int(o.status) for o in outcomes],
+                "hlc": max(o.hlc for o in outcomes),
+            }, Status.CREATED if created else Status.OK)
+        record = amql_ops.compose_remember(
+            self.memory, p["amql"], created_by=peer.address, work_session=peer.work_session_id
+        )
+        if isinstance(record, AMFRecord):
+            self.check_write(peer, record.meta.project_scope)
+            return self._ack(self.memory.put(record))
+        return self._ack(self._put(record, peer))
+
+    def _check_amf(self, amf: Any, peer: Peer) -> AMFRecord:
+        shaped = AMFRecord.from_dict(amf)  # 400 before anything else (PROFILE §6 order)
+        self.check_write(peer, shaped.meta.project_scope)
+        return shaped
+
+    def _put(self, amf: Any, peer: Peer) -> WriteOutcome:
+        self._check_amf(amf, peer)
+        # Memory.put continues PROFILE §6: 409 → id/checksum (IntegrityError) → 412 → store.
+        return self.memory.put(amf)
+
+    @staticmethod
+    def _ack(outcome: WriteOutcome) -> Reply:
+        return Reply(M.MEMORY_WRITE_ACK, ack_payload(outcome), outcome.status)
+
+    def invalidate(self, p: Mapping[str, Any], peer: Peer) -> Reply:
+        given = [k for k in ("knowledge_id", "amql", "event") if p.get(k) is not None]
+        if len(given) != 1:
+            raise ValidationError("", "MEMORY_INVALIDATE takes one of knowledge_id, amql, event")
+        if given[0] == "event":
+            name = p["event"]
+            if not isinstance(name, str) or not name:
+                raise ValidationError("event", "must be an event name")
+            self._check_everything(peer, "firing an event")
+            ids = self.memory.fire_event(name)
+            return Reply(M.MEMORY_WRITE_ACK, {"knowledge_ids": list(ids), "event": name},
+                         Status.NO_CONTENT)
+        if given[0] == "amql":
+            forget = amql_ops.parse_forget(p["amql"])
+            if forget.knowledge_id is None:
+                response = amql_ops.run_query(
+                    self.memory, p["amql"], self._patterns(peer, Mode.WRITE)
+                )
+                return Reply(M.MEMORY_WRITE_ACK, response, Status.NO_CONTENT)
+            kid, reason = forget.knowledge_id, forget.reason or "forgotten (AMQL FORGET)"
+        else:
+            kid, why = p["knowledge_id"], p.get("reason")
+            if not isinstance(kid, str):
+                raise ValidationError("knowledge_id", "must be a knowledge id")
+            if not isinstance(why, str) or not why.strip():
+                raise ValidationError("reason", "invalidation needs a reason")
+            reason = why
+        item = self.memory.get(kid)  # 404 / 410
+        assert item.record is not None
+        if not self.readable(peer, item.record.meta.project_scope):
+            raise NotFoundError(f"no record {kid}")  # as if absent: scopes do not leak
+        self.check_write(peer, item.record.meta.project_scope)
+        return self._ack(self.memory.invalidate(kid, reason))
+
+    # ------------------------------------------------------------------ sync
+
+    def sync_pull(self, p: Mapping[str, Any], peer: Peer) -> Reply:
+        scopes = p.get("scopes")
+        if scopes is not None and (
+            not isinstance(scopes, list) or not all(isinstance(s, str) for s in scopes)
+        ):
+            raise ValidationError("scopes", "must be a list of scopes")
+        batch = pull_changes(
+            self.memory, p.get("since", 0), limit=p.get("limit", 500),
+            readable=lambda s: self.readable(peer, s), scopes=scopes,
+            max_bytes=self.max_payload,
+        )
+        return Reply(M.SYNC_PULL_RESPONSE, batch.to_payload())
+
+    def sync_push(self, p: Mapping[str, Any], peer: Peer) -> Reply:
+        changes, hops, origin = p.get("changes"), p.get("hops", 0), p.get("origin")
+        if not isinstance(changes, list):
+            raise ValidationError("changes", "must be a list")
+        if isinstance(hops, bool) or not isinstance(hops, int) or hops < 0:
+            raise ValidationError("hops", "must be a non-negative integer")
+        if hops > MAX_HOPS or (origin is not None and origin == self.node_uri):
+            raise AmcpError("sync loop: the changes came back to their origin",
+                            status=Status.LOOP_DETECTED)
+
+        def writable(scopes: Sequence[str]) -> bool:
+            try:
+                self.check_write(peer, scopes)
+            except ForbiddenError:
+                return False
+            return True
+
+        result = apply_changes(self.memory, changes, writable=writable)
+        return Reply(M.SYNC_ACK, result.to_payload())
+
+    # ------------------------------------------------------------------ evolution
+
+    def signal(self, p: Mapping[str, Any], peer: Peer) -> Reply:
+        signal = p.get("signal")
+        if not isinstance(signal, Mapping):
+            raise ValidationError("signal", "must be a map")
+        ids = signal.get("knowledge_ids") or []
+        if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
+            raise ValidationError("signal.knowledge_ids", "must be a list of knowledge ids")
+        for item in self.memory.store.get_many(ids):
+            if item.record is not None:
+                self.check_write(peer, item.record.meta.project_scope)
+        result = self.memory.signal(signal)
+        return Reply(M.QEF_ACK, {
+            "signal_knowledge_id": result.signal_knowledge_id,
+            "updated": [
+                {"knowledge_id": k, "weight": float(w), "confidence": float(c)}
+                for k, w, c in result.updated
+            ],
+        })
+
+    def distill(self, p: Mapping[str, Any], peer: Peer) -> Reply:
+        source, into = p.get("from"), p.get("into", "KT-PRINCIPLE")
+        threshold = p.get("confidence_threshold", 0.0)
+        amql_ops.expect(source, "RECALL", "KNOWLEDGE_DISTILL from")
+        assert isinstance(source, str)
+        if not isinstance(into, str):
+            raise ValidationError("into", "must be a knowledge type")
+        if isinstance(threshold, bool) or not isinstance(threshold, int | float):
+            raise ValidationError("confidence_threshold", "must be a number")
+        self._check_everything(peer, "distillation")
+        outcome = self.memory.distill(source, into=into, confidence_threshold=float(threshold))
+        return self._ack(outcome)
+
+    # ------------------------------------------------------------------ sessions
+
+    def session_begin(self, p: Mapping[str, Any], peer: Peer) -> Reply:
+        wsid = p.get("work_session_id")
+        if wsid is None:
+            wsid = new_work_session_id()
+        elif not isinstance(wsid, str) or not _WORK_SESSION.fullmatch(wsid):
+            raise ValidationError("work_session_id", "must look like S-YYYYMMDD-HHMMSS-6hex")
+        peer.work_session_id = wsid
+        return Reply(M.SESSION_BEGIN, {"work_session_id": wsid})
+
+
+def _scopes_of(amf: Mapping[str, Any]) -> list[str]:
+    meta = amf.get("meta")
+    scopes = meta.get("project_scope") if isinstance(meta, Mapping) else None
+    return [s for s in scopes if isinstance(s, str)] if isinstance(scopes, list) else []
+
+
+_HANDLERS = {
+    M.COLD_BOOT_REQUEST: NodeService.cold_boot,
+    M.MEMORY_READ: NodeService.read,
+    M.MEMORY_WRITE: NodeService.write,
+    M.MEMORY_INVALIDATE: NodeService.invalidate,
+    M.SYNC_PULL_REQUEST: NodeService.sync_pull,
+    M.SYNC_PUSH: NodeService.sync_push,
+    M.QEF_SIGNAL: NodeService.signal,
+    M.KNOWLEDGE_DISTILL: NodeService.distill,
+    M.SESSION_BEGIN: NodeService.session_begin,
+}

@@ -1,0 +1,106 @@
+"""How records leave the node: AMF dicts with the node's view in ``x-state`` (PROFILE §6)."""
+
+from __future__ import annotations
+
+import math
+import secrets
+import time
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+import msgpack
+
+from amcp.amf.types import DecayType, Lifecycle
+from amcp.memory import Memory, WriteOutcome
+from amcp.store.base import StoredRecord
+
+WEEK = 7 * 86400
+# Room left in a reply frame for its own keys (status, ref_seq, timings...).
+ENVELOPE = 4096
+
+
+def iso(ts: float | None) -> str | None:
+    if ts is None:
+        return None
+    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def x_state(memory: Memory, item: StoredRecord, now: float) -> dict[str, Any]:
+    """``{lifecycle, decay_status, effective_confidence, weight, access_count_7d, last_access,
+    tier}``.
+
+    Until the evolution layer computes decay, ``effective_confidence`` is ``core.confidence``
+    and ``decay_status`` only says whether a decay model applies ("none" | "decaying") or the
+    record has expired ("expired"). ``tier`` is 0: everything this node serves is local
+    (upstream tier_0).
+    """
+    record = item.record
+    assert record is not None
+    state = item.state
+    decay = record.meta.decay_model
+    if state.lifecycle is Lifecycle.ARCHIVED:
+        decay_status = "expired"
+    elif decay is None or decay.type is DecayType.NONE:
+        decay_status = "none"
+    else:
+        decay_status = "decaying"
+    return {
+        "lifecycle": state.lifecycle.value,
+        "decay_status": decay_status,
+        "effective_confidence": float(record.core.confidence),
+        "weight": float(state.weight),
+        "access_count_7d": memory.store.access_count_since(item.knowledge_id, now - WEEK),
+        "last_access": iso(state.last_access),
+        "tier": 0,
+    }
+
+
+def amf_out(memory: Memory, item: StoredRecord, now: float) -> dict[str, Any]:
+    assert item.record is not None
+    amf = item.record.to_dict()
+    ext = dict(amf.get("vendor_extensions") or {})
+    ext["x-state"] = x_state(memory, item, now)
+    amf["vendor_extensions"] = ext
+    return amf
+
+
+def tokens_of(amf: Mapping[str, Any]) -> int:
+    """PROFILE §7: ceil(bytes of the serialized AMF / 4)."""
+    return math.ceil(len(msgpack.packb(amf, use_bin_type=True)) / 4)
+
+
+def bounded(
+    amfs: Sequence[dict[str, Any]], max_bytes: int
+) -> tuple[list[dict[str, Any]], int, bool]:
+    """As many results as fit one reply frame: (results, total_tokens, truncated).
+
+    The node never fragments its replies; a reply that would not fit is truncated and says
+    so (``truncated``/``more``), and the client asks again for the rest.
+    """
+    budget = max(max_bytes - ENVELOPE, 1)
+    out: list[dict[str, Any]] = []
+    size = tokens = 0
+    for amf in amfs:
+        cost = len(msgpack.packb(amf, use_bin_type=True))
+        if out and size + cost > budget:
+            return out, tokens, True
+        size += cost
+        tokens += math.ceil(cost / 4)
+        out.append(amf)
+    return out, tokens, False
+
+
+def ack_payload(outcome: WriteOutcome) -> dict[str, Any]:
+    payload: dict[str, Any] = {"knowledge_id": outcome.knowledge_id, "hlc": outcome.hlc}
+    if outcome.duplicate_of:
+        payload["duplicate_of"] = outcome.duplicate_of
+    if outcome.near_duplicates:
+        payload["near_duplicates"] = [[k, s] for k, s in outcome.near_duplicates]
+    return payload
+
+
+def new_work_session_id(now: float | None = None) -> str:
+    """``S-YYYYMMDD-HHMMSS-6hex`` (UTC): sortable by time, unique by its random suffix."""
+    ts = datetime.fromtimestamp(time.time() if now is None else now, UTC)
+    return f"S-{ts:%Y%m%d-%H%M%S}-{secrets.token_hex(3)}"
