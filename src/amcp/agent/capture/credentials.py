@@ -75,6 +75,22 @@ _NOT_VALUES = frozenset(
 _TRAILING = re.compile(r"[.,;:!?)\]}'\"，。；：！？）]+$")
 
 
+# Everything below needs one of these substrings; checking for them first keeps the
+# common case (no secret at all) to one scan of the text.
+_HINT = (
+    "sk-", "sk_", "rk_", "gh", "akia", "asia", "xox", "eyj", "aiza", "glpat", "private key", "://",
+    "pass", "pwd", "pin", "secret", "token", "key", "密码", "口令", "密钥", "秘钥", "令牌",
+)
+
+
+def _hinted(text: str) -> bool:
+    low = text.lower()
+    for k in _HINT:  # a loop, not any(genexpr): this runs on every turn
+        if k in low:
+            return True
+    return False
+
+
 @dataclass(frozen=True, slots=True)
 class CredentialHit:
     rule: str
@@ -128,6 +144,8 @@ def find_credentials(text: str, *, guarded: bool = True) -> list[CredentialHit]:
     `guarded=False` skips the example/hypothetical line filter; `redact` uses it so that a
     summary never shows anything key-shaped, even from an example.
     """
+    if not _hinted(text):
+        return []
     hits: list[CredentialHit] = []
     taken: list[tuple[int, int]] = []
     example_lines = (
@@ -184,7 +202,7 @@ def find_credentials(text: str, *, guarded: bool = True) -> list[CredentialHit]:
 
 def redact(text: str) -> str:
     """`text` with every key-shaped value replaced by its redacted form."""
-    hits = find_credentials(text, guarded=False)
+    hits = find_credentials(text, guarded=False) if _hinted(text) else []
     for h in sorted(hits, key=lambda h: h.start, reverse=True):
         text = text[: h.start] + h.redacted + text[h.end :]
     return text

@@ -28,7 +28,7 @@ from amcp.agent.capture.rules import Hit, match
 from amcp.agent.capture.rules_en import RULES_EN
 from amcp.agent.capture.rules_zh import RULES_ZH
 from amcp.agent.capture.text import has_cjk, lang_of, normalise, sentences, slug, strip_quoted
-from amcp.agent.capture.topic import CheckpointTracker, TopicConfig, TopicTracker
+from amcp.agent.capture.topic import CheckpointTracker, TopicConfig, TopicTracker, analyse
 from amcp.agent.capture.transcript import coerce_turn
 from amcp.errors import ConfigError
 
@@ -95,14 +95,15 @@ class CaptureEngine:
             t = Turn(t.role, t.content[: self.config.max_turn_chars], t.index)
         self._index = t.index + 1
         out: list[Output] = []
+        sents = analyse(t)
         if self.config.snapshots:
-            snap = self._topic.observe(t)
+            snap = self._topic.observe(t, sents)
             if snap is not None:
                 out.append(snap)
-        captures = self._captures(t)
+        captures = self._captures(t, [s.text for s in sents])
         out.extend(captures)
         if self._checkpoints is not None:
-            cp = self._checkpoints.observe(t, len(captures))
+            cp = self._checkpoints.observe(t, sents, len(captures))
             if cp is not None:
                 out.append(cp)
         return out
@@ -119,7 +120,7 @@ class CaptureEngine:
         return [snap] if snap is not None else []
 
     # --- R1 --------------------------------------------------------------------------
-    def _captures(self, turn: Turn) -> list[Capture]:
+    def _captures(self, turn: Turn, prose: list[str]) -> list[Capture]:
         role = turn.role.lower()
         if role not in self.config.capture_roles:
             if role == "assistant" and self.config.capture_assistant_reminders:
@@ -128,8 +129,7 @@ class CaptureEngine:
         found: list[Capture] = []
         if Category.CREDENTIAL in self.config.categories:
             found.extend(self._credential(turn, h) for h in find_credentials(turn.content))
-        prose = strip_quoted(turn.content)
-        for sentence in sentences(prose):
+        for sentence in prose:
             lang = lang_of(sentence)
             for hit in match(sentence, lang, RULES_ZH if lang == "zh" else RULES_EN):
                 if hit.rule.category in self.config.categories:

@@ -137,6 +137,12 @@ class Secret:
     def __hash__(self) -> int:
         return hash(("Secret", self._value))
 
+    def __copy__(self) -> Secret:
+        return self  # immutable; also lets dataclasses.asdict/deepcopy keep the wrapper
+
+    def __deepcopy__(self, memo: dict[int, object]) -> Secret:
+        return self
+
     def __reduce__(self) -> str | tuple[object, ...]:
         # Pickling would be another way to spill the value into logs or caches.
         raise TypeError("Secret cannot be pickled")

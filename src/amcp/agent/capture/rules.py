@@ -35,6 +35,10 @@ class Rule:
     category: Category
     pattern: re.Pattern[str]
     build: Builder
+    # Lower-case substrings, one of which must occur before `pattern` is tried: `in` on a
+    # str is a C-speed scan, while Python's regex engine tries every alternative at every
+    # position (a 25-way alternation costs ~50 µs on a 120-character sentence).
+    hint: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,14 +112,28 @@ def prepare(sentence: str, lang: Lang) -> str | None:
     return s
 
 
+def _hinted(hint: tuple[str, ...], low: str) -> bool:
+    # A plain loop: `any(genexpr)` costs more in generator setup than the scans themselves.
+    if not hint:
+        return True
+    for k in hint:
+        if k in low:
+            return True
+    return False
+
+
 def match(sentence: str, lang: Lang, rules: Sequence[Rule]) -> list[Hit]:
     """At most one hit per category per sentence (the first rule in table order wins)."""
+    low = sentence.lower()
+    candidates = [r for r in rules if _hinted(r.hint, low)]
+    if not candidates:
+        return []
     s = prepare(sentence, lang)
     if not s:
         return []
     hits: list[Hit] = []
     seen: set[Category] = set()
-    for rule in rules:
+    for rule in candidates:
         if rule.category in seen:
             continue
         m = rule.pattern.search(s)

@@ -21,6 +21,7 @@ _EN_WORD = re.compile(r"[a-z][a-z0-9_+#-]{2,}")
 _FENCE = re.compile(r"```.*?(?:```|\Z)", re.S)
 _INLINE_CODE = re.compile(r"`[^`\n]*`")
 _QUOTED = re.compile(r"\"[^\"\n]{0,400}\"|“[^”\n]{0,400}”|「[^」\n]{0,400}」|『[^』\n]{0,400}』")
+_QUOTE_CHARS = ("`", '"', "“", "「", "『", ">")
 _BLOCKQUOTE = re.compile(r"^\s*>.*$", re.M)
 
 # Sentence ends: Latin punctuation followed by space, CJK punctuation, or a newline.
@@ -89,6 +90,8 @@ def has_cjk(text: str) -> bool:
 
 def strip_quoted(text: str) -> str:
     """Blank out code, quotations and block quotes, keeping sentence boundaries."""
+    if not any(c in text for c in _QUOTE_CHARS):  # the common case costs four `in` scans
+        return text
     text = _FENCE.sub("\n", text)
     text = _INLINE_CODE.sub(" ", text)
     text = _BLOCKQUOTE.sub("", text)

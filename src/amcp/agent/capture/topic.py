@@ -14,6 +14,7 @@ import math
 import re
 from collections import Counter, deque
 from dataclasses import dataclass
+from typing import Literal
 
 from amcp.agent.capture.credentials import redact
 from amcp.agent.capture.model import Checkpoint, Snapshot, Turn
@@ -28,6 +29,19 @@ _MARKER = re.compile(
 )
 
 
+_MARKER_HINTS = ("by the way", "btw", "another", "note", "subject", "topic", "unrelated", "gears",
+                 "different", "moving on", "separate", "话题", "另", "顺便", "别的", "题外", "还有一件",
+                 "话说", "对了")
+
+
+def _has_marker_hint(text: str) -> bool:
+    low = text.lower()
+    for k in _MARKER_HINTS:  # substring scans first: the regex costs ~20 µs per turn
+        if k in low:
+            return True
+    return False
+
+
 @dataclass(frozen=True, slots=True)
 class TopicConfig:
     window_turns: int = 4  # turns of the current topic compared against
@@ -40,13 +54,20 @@ class TopicConfig:
 
 
 @dataclass(frozen=True, slots=True)
-class _Sentence:
+class Sentence:
+    """A sentence of a turn with its content terms, computed once per turn by the engine."""
+
     turn: int
     text: str
     terms: tuple[str, ...]
 
 
-def summarise(items: list[_Sentence], tf: Counter[str], k: int) -> tuple[str, ...]:
+def analyse(turn: Turn) -> list[Sentence]:
+    """Sentences of the turn's own prose (code and quotations removed) with their terms."""
+    return [Sentence(turn.index, s, tuple(terms(s))) for s in sentences(strip_quoted(turn.content))]
+
+
+def summarise(items: list[Sentence], tf: Counter[str], k: int) -> tuple[str, ...]:
     """The `k` most informative sentences, in their original order, secrets redacted.
 
     Score = sum of topic term frequencies of the sentence's distinct terms / sqrt(length):
@@ -69,24 +90,28 @@ def keywords(tf: Counter[str], n: int = 8) -> tuple[str, ...]:
     return tuple(w for w, _ in tf.most_common(n))
 
 
+_REASONS: dict[str, Literal["marker", "lexical", "flush"]] = {
+    "marker": "marker", "lexical": "lexical", "flush": "flush",
+}
+
+
 class TopicTracker:
     """Holds the current topic's recent turns; `observe` returns a Snapshot on a switch."""
 
     def __init__(self, config: TopicConfig) -> None:
         self._cfg = config
         self._window: deque[frozenset[str]] = deque(maxlen=config.window_turns)
-        self._sentences: deque[_Sentence] = deque(maxlen=config.max_topic_sentences)
+        self._sentences: deque[Sentence] = deque(maxlen=config.max_topic_sentences)
         self._tf: Counter[str] = Counter()
         self._start: int | None = None
         self._last: int = -1
         self._user_turns = 0
 
-    def observe(self, turn: Turn) -> Snapshot | None:
-        text = strip_quoted(turn.content)
-        turn_terms = terms(text)
+    def observe(self, turn: Turn, sents: list[Sentence]) -> Snapshot | None:
+        turn_terms = [t for s in sents for t in s.terms]
         snapshot: Snapshot | None = None
         if turn.role == "user":
-            reason = self._switch_reason(text, frozenset(turn_terms))
+            reason = self._switch_reason(turn.content, frozenset(turn_terms))
             if reason is not None:
                 snapshot = self._snapshot(reason)
                 self._reset()
@@ -98,8 +123,7 @@ class TopicTracker:
         self._tf.update(turn_terms)
         if len(self._tf) > self._cfg.max_vocabulary:
             self._tf = Counter(dict(self._tf.most_common(self._cfg.max_vocabulary // 2)))
-        for s in sentences(text):
-            self._sentences.append(_Sentence(turn.index, s, tuple(terms(s))))
+        self._sentences.extend(sents)
         return snapshot
 
     def flush(self) -> Snapshot | None:
@@ -115,7 +139,7 @@ class TopicTracker:
     def _switch_reason(self, text: str, new: frozenset[str]) -> str | None:
         if self._user_turns == 0:
             return None
-        if _MARKER.search(text):
+        if _has_marker_hint(text) and _MARKER.search(text):
             return "marker"
         if self._user_turns < self._cfg.min_topic_turns or len(new) < self._cfg.min_terms:
             return None
@@ -134,7 +158,7 @@ class TopicTracker:
             end=self._last,
             keywords=keywords(self._tf),
             sentences=picked,
-            reason="marker" if reason == "marker" else "lexical" if reason == "lexical" else "flush",
+            reason=_REASONS[reason],
         )
 
     def _reset(self) -> None:
@@ -151,22 +175,22 @@ class CheckpointTracker:
     def __init__(self, every: int, k: int) -> None:
         self._every = every
         self._k = k
-        self._buffer: list[_Sentence] = []
+        self._buffer: list[Sentence] = []
         self._tf: Counter[str] = Counter()
         self._count = 0
         self._start = 0
         self._captures = 0
 
-    def observe(self, turn: Turn, captures: int) -> Checkpoint | None:
+    def observe(self, turn: Turn, sents: list[Sentence], captures: int) -> Checkpoint | None:
         if self._count == 0:
             self._start = turn.index
         self._count += 1
         self._captures += captures
-        text = strip_quoted(turn.content)
-        for s in sentences(text):
-            t = tuple(terms(s))
-            self._buffer.append(_Sentence(turn.index, s, t))
-            self._tf.update(t)
+        # Bounded like the topic buffer: one pasted log must not grow it without limit.
+        room = max(0, 400 - len(self._buffer))
+        self._buffer.extend(sents[:room])
+        for s in sents:
+            self._tf.update(s.terms)
         if self._count < self._every:
             return None
         cp = Checkpoint(
