@@ -232,17 +232,22 @@ def t1_04_schema(target: Target) -> Verdict:
     try:
         for path, pattern in cases:
             label = f"missing {path}" + (" (KT-PATTERN)" if pattern else "")
-            try:
-                if peer is None:
+            if peer is None:
+                try:
                     peer = target.active()
-                record = fresh_record(
-                    target.config.scope, _created_by(target), label="t1-04", pattern=pattern
-                )
+                except NodeFaultError as exc:
+                    # Not this case's fault: without a session no case can run at all.
+                    done = ", ".join(c.name for c in checks) or "none"
+                    return Verdict(False, f"no ACTIVE session to write in: {exc} "
+                                   f"(cases run before: {done})", exc.evidence, tuple(checks))
+            record = fresh_record(
+                target.config.scope, _created_by(target), label="t1-04", pattern=pattern
+            )
+            try:
                 reply = _write(peer, without(record, path))
             except NodeFaultError as exc:
-                if peer is not None:
-                    peer.conn.close()
-                    peer = None  # the connection is gone: next case reconnects
+                peer.conn.close()
+                peer = None  # the connection is gone: the next case reconnects
                 checks.append(Check(label, False, str(exc)))
                 evidence = evidence or exc.evidence
                 continue
@@ -353,8 +358,12 @@ def t1_06_state(target: Target) -> Verdict:
         except NodeFaultError as exc:
             return Verdict(False, f"could not send MEMORY_READ: {exc}")
         reply = conn.recv_frame()
-        while reply is not None and reply.frame.msg_type is MsgType.CAPABILITY_HELLO:
-            reply = conn.recv_frame()  # the node's own hello is not an answer
+        # The node's own hello is not an answer, nor is a frame naming another ref_seq.
+        while reply is not None and (
+            reply.frame.msg_type is MsgType.CAPABILITY_HELLO
+            or reply.frame.payload.get("ref_seq", 1) != 1
+        ):
+            reply = conn.recv_frame()
         if reply is None:
             what = "closed the connection without answering" if conn.eof else "did not answer"
             return Verdict(False, f"the node {what} MEMORY_READ before the handshake", read)
