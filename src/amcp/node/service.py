@@ -18,6 +18,7 @@ from typing import Any
 from amcp.amf.record import AMFRecord
 from amcp.errors import (
     AmcpError,
+    ConflictError,
     ForbiddenError,
     NotFoundError,
     Status,
@@ -271,6 +272,17 @@ class NodeService:
     def _check_amf(self, amf: Any, peer: Peer) -> AMFRecord:
         shaped = AMFRecord.from_dict(amf)  # 400 before anything else (PROFILE §6 order)
         self.check_write(peer, shaped.meta.project_scope)
+        # 409 is decided on content, before the id/checksum check: a record re-sent under
+        # an existing id with other core/meta is a conflict even when it still carries the
+        # stored checksum (T1-05 edits core.object and nothing else).
+        existing = self.memory.store.get(shaped.knowledge_id)
+        if existing is not None and existing.record is not None and (
+            existing.record.core != shaped.core or existing.record.meta != shaped.meta
+        ):
+            raise ConflictError(
+                f"{shaped.knowledge_id} already exists with different content; "
+                "write a new record with causal.supersedes instead"
+            )
         return shaped
 
     def _put(self, amf: Any, peer: Peer) -> WriteOutcome:
@@ -357,19 +369,23 @@ class NodeService:
         signal = p.get("signal")
         if not isinstance(signal, Mapping):
             raise ValidationError("signal", "must be a map")
-        ids = signal.get("knowledge_ids") or []
+        body = dict(signal)
+        # PROFILE §3 names the referenced records ``knowledge_ids``; the evolution layer
+        # calls them ``references``. Accept both on the wire.
+        if "knowledge_ids" in body:
+            body.setdefault("references", body.pop("knowledge_ids"))
+        ids = body.get("references") or []
         if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
             raise ValidationError("signal.knowledge_ids", "must be a list of knowledge ids")
+        scope = body.get("scope") or ["*"]
+        self.check_write(peer, [scope] if isinstance(scope, str) else scope)
         for item in self.memory.store.get_many(ids):
-            if item.record is not None:
+            if item.record is not None:  # outcomes change these records' weights
                 self.check_write(peer, item.record.meta.project_scope)
-        result = self.memory.signal(signal)
+        result = self.memory.signal(body)
         return Reply(M.QEF_ACK, {
             "signal_knowledge_id": result.signal_knowledge_id,
-            "updated": [
-                {"knowledge_id": k, "weight": float(w), "confidence": float(c)}
-                for k, w, c in result.updated
-            ],
+            "updated": [_weight(u) for u in result.updated],
         })
 
     def distill(self, p: Mapping[str, Any], peer: Peer) -> Reply:
@@ -395,6 +411,14 @@ class NodeService:
             raise ValidationError("work_session_id", "must look like S-YYYYMMDD-HHMMSS-6hex")
         peer.work_session_id = wsid
         return Reply(M.SESSION_BEGIN, {"work_session_id": wsid})
+
+
+def _weight(update: Any) -> dict[str, Any]:
+    if isinstance(update, tuple):
+        kid, weight, confidence = update[:3]
+    else:
+        kid, weight, confidence = update.knowledge_id, update.weight, update.confidence
+    return {"knowledge_id": kid, "weight": float(weight), "confidence": float(confidence)}
 
 
 def _scopes_of(amf: Mapping[str, Any]) -> list[str]:
