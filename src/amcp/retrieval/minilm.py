@@ -15,12 +15,15 @@ cosine >= 0.999 (tested), so they are the same vector space.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
+import tempfile
 import threading
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -97,21 +100,45 @@ def _pad(batch: list[list[int]]) -> tuple[I64, I64]:
     return ids, mask
 
 
+def _load_bert(path: Path) -> Any:
+    """BertModel from the packaged safetensors: offline, quiet, eager attention."""
+    # Never reach for the hub: this machine (and many users') has no internet access.
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    from transformers import BertModel
+    from transformers.utils import logging as hf_logging
+
+    bar = hf_logging.is_progress_bar_enabled()
+    verbosity = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()  # the load report lists the unused pooler: expected
+    hf_logging.disable_progress_bar()  # type: ignore[no-untyped-call]  # the "Loading weights" bar is noise in a CLI
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            # Eager attention: the SDPA path branches on the mask's contents in Python,
+            # which an ONNX trace would freeze; eager is one graph for every batch.
+            model = BertModel.from_pretrained(
+                str(path), local_files_only=True, add_pooling_layer=False,
+                attn_implementation="eager",
+            )
+    finally:
+        hf_logging.set_verbosity(verbosity)
+        if bar:
+            hf_logging.enable_progress_bar()  # type: ignore[no-untyped-call]  # untyped
+    model.eval()  # type: ignore[no-untyped-call]  # transformers is partly untyped
+    return model
+
+
 class _TorchRuntime:
     name = "torch"
 
     def __init__(self, path: Path, threads: int | None) -> None:
-        os.environ.setdefault("HF_HUB_OFFLINE", "1")
-        os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
         import torch
-        from transformers import BertModel
 
         if threads:
             torch.set_num_threads(threads)
-        model = BertModel.from_pretrained(str(path), local_files_only=True, add_pooling_layer=False)
-        model.eval()  # type: ignore[no-untyped-call]  # transformers is untyped here
         self._torch = torch
-        self._model = model
+        self._model = _load_bert(path)
 
     def run(self, ids: I64, mask: I64) -> F32:
         torch = self._torch
@@ -130,12 +157,14 @@ class _TorchRuntime:
 _lock = threading.Lock()
 # Process-wide caches: the model is ~90 MB and takes seconds to load, so every
 # MiniLMEmbedder shares one tokenizer and one runtime per (backend, threads).
-_runtimes: dict[tuple[str, int | None], _Runtime] = {}
+_runtimes: dict[tuple[str, int | None, Path | None], _Runtime] = {}
 _tokenizers: dict[Path, _Tokenizer] = {}
 
 
-def _load(backend: str, threads: int | None) -> tuple[_Tokenizer, _Runtime]:
-    key = (backend, threads)
+def _load(
+    backend: str, threads: int | None, cache_dir: Path | None = None
+) -> tuple[_Tokenizer, _Runtime]:
+    key = (backend, threads, cache_dir)
     with _lock:
         path = model_dir()
         tok = _tokenizers.get(path)
@@ -143,14 +172,147 @@ def _load(backend: str, threads: int | None) -> tuple[_Tokenizer, _Runtime]:
             tok = _tokenizers[path] = _Tokenizer(path)
         rt = _runtimes.get(key)
         if rt is None:
-            rt = _runtimes[key] = _make_runtime(backend, threads)
+            rt = _runtimes[key] = _make_runtime(backend, threads, cache_dir)
         return tok, rt
 
 
-def _make_runtime(backend: str, threads: int | None) -> _Runtime:
+def _make_runtime(backend: str, threads: int | None, cache_dir: Path | None) -> _Runtime:
     if backend not in ("auto", "onnx", "torch"):
         raise ConfigError(f"minilm backend must be auto, onnx or torch, not {backend!r}")
-    return _TorchRuntime(model_dir(), threads)
+    path = model_dir()
+    if backend in ("auto", "onnx"):
+        try:
+            return _OnnxRuntime(path, threads, cache_dir)
+        except Exception as exc:
+            if backend == "onnx":
+                raise ConfigError(f"minilm onnx runtime unavailable: {exc}") from exc
+            # auto: torch computes the same vectors, only slower.
+            log.warning("minilm: onnx runtime unavailable (%s); using torch", exc)
+    return _TorchRuntime(path, threads)
+
+
+# --------------------------------------------------------------------------- onnx
+
+_OPSET = 17
+# Bump when the exported graph changes (inputs, pooling), so stale cache files are ignored.
+_EXPORT_REVISION = 1
+_PROBE = ["amcp onnx export check", "a second, somewhat longer probe sentence for padding"]
+
+
+def default_cache_dir() -> Path:
+    """``$XDG_CACHE_HOME/amcp`` or ``~/.cache/amcp`` (read when first needed, not at import)."""
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "amcp"
+
+
+def onnx_path(cache_dir: Path | None = None) -> Path:
+    root = cache_dir or default_cache_dir()
+    name = f"all-MiniLM-L6-v2-{package_version()}-r{_EXPORT_REVISION}-opset{_OPSET}.onnx"
+    return root / "onnx" / name
+
+
+def export_onnx(target: Path) -> None:
+    """Export the packaged weights, with mean pooling and normalisation, to ``target``.
+
+    Atomic: written to a temporary file in the same directory, checked against torch on
+    a padded probe batch, then renamed into place. Concurrent exporters each write their
+    own temporary file; the last rename wins and both results are identical.
+    """
+    import torch
+
+    model = _load_bert(model_dir())
+
+    class _Pooled(torch.nn.Module):
+        def __init__(self, bert: Any) -> None:
+            super().__init__()
+            self.bert = bert
+
+        def forward(self, input_ids: Any, attention_mask: Any) -> Any:
+            hidden = self.bert(
+                input_ids=input_ids, attention_mask=attention_mask,
+                token_type_ids=torch.zeros_like(input_ids),
+            ).last_hidden_state
+            m = attention_mask.unsqueeze(-1).to(hidden.dtype)
+            pooled = (hidden * m).sum(1) / m.sum(1).clamp(min=1e-9)
+            return torch.nn.functional.normalize(pooled, p=2.0, dim=1)
+
+    wrapper = _Pooled(model).eval()
+    # Trace with padding present so the masked path is the one recorded.
+    ids = torch.ones((2, 8), dtype=torch.int64)
+    mask = torch.ones((2, 8), dtype=torch.int64)
+    mask[1, 5:] = 0
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(prefix=target.name + ".", suffix=".tmp", dir=target.parent)
+    os.close(fd)
+    tmp = Path(tmp_name)
+    try:
+        with warnings.catch_warnings(), torch.inference_mode():
+            # The TorchScript exporter is deprecated in favour of the dynamo one (which needs
+            # onnxscript and is slower to export); its deprecation and tracer warnings are
+            # expected here and are not the caller's concern.
+            warnings.simplefilter("ignore")
+            torch.onnx.export(
+                wrapper, (ids, mask), str(tmp),
+                input_names=["input_ids", "attention_mask"], output_names=["embedding"],
+                dynamic_axes={
+                    "input_ids": {0: "batch", 1: "tokens"},
+                    "attention_mask": {0: "batch", 1: "tokens"},
+                    "embedding": {0: "batch"},
+                },
+                opset_version=_OPSET, dynamo=False,
+            )
+        # Verify before publishing: a wrong graph must never enter the cache.
+        tok = _Tokenizer(model_dir())
+        p_ids, p_mask = _pad(tok.encode(_PROBE))
+        with torch.inference_mode():
+            ref = wrapper(torch.from_numpy(p_ids), torch.from_numpy(p_mask)).numpy()
+        got = _OnnxSession(tmp, threads=1).run(p_ids, p_mask)
+        cos = (ref * got).sum(axis=1)
+        if not np.all(cos >= 0.9999):
+            raise RuntimeError(f"exported ONNX graph disagrees with torch (cosine {cos})")
+        os.replace(tmp, target)
+    finally:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+
+
+class _OnnxSession:
+    name = "onnx"
+
+    def __init__(self, path: Path, threads: int | None) -> None:
+        import onnxruntime as ort  # type: ignore[import-untyped]  # ships no stubs
+
+        opts = ort.SessionOptions()
+        # One query is a chain of small matmuls: intra-op threads = cores helps, inter-op
+        # parallelism does not (one linear graph).
+        opts.intra_op_num_threads = threads or (os.cpu_count() or 1)
+        opts.inter_op_num_threads = 1
+        opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+        opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        opts.log_severity_level = 3  # errors only: ORT warns about unused initialisers
+        self._sess = ort.InferenceSession(
+            str(path), sess_options=opts, providers=["CPUExecutionProvider"]
+        )
+
+    def run(self, ids: I64, mask: I64) -> F32:
+        out = self._sess.run(["embedding"], {"input_ids": ids, "attention_mask": mask})[0]
+        return np.asarray(out, dtype=np.float32)
+
+
+class _OnnxRuntime(_OnnxSession):
+    """ONNX session over the cached export; exports (needs torch) on first use."""
+
+    def __init__(self, path: Path, threads: int | None, cache_dir: Path | None) -> None:
+        target = onnx_path(cache_dir)
+        if target.exists():
+            try:
+                super().__init__(target, threads)
+                return
+            except Exception as exc:  # noqa: BLE001  # a corrupt cache file: re-export
+                log.warning("minilm: cached ONNX model %s unusable (%s); re-exporting", target, exc)
+        log.info("minilm: exporting %s to ONNX at %s (one-time)", path, target)
+        export_onnx(target)
+        super().__init__(target, threads)
 
 
 class MiniLMEmbedder:
@@ -160,18 +322,29 @@ class MiniLMEmbedder:
     dim = DIM
 
     def __init__(
-        self, backend: str = "auto", *, threads: int | None = None, batch_size: int = 32
+        self,
+        backend: str = "auto",
+        *,
+        threads: int | None = None,
+        batch_size: int = 32,
+        cache_dir: str | os.PathLike[str] | None = None,
     ) -> None:
         if batch_size < 1:
             raise ConfigError("minilm batch_size must be >= 1")
         self.backend = backend
         self.threads = threads
         self.batch_size = batch_size
+        self.cache_dir = Path(cache_dir) if cache_dir is not None else None
+
+    def load(self) -> MiniLMEmbedder:
+        """Load the model now (it otherwise loads on first use); returns self."""
+        _load(self.backend, self.threads, self.cache_dir)
+        return self
 
     @property
     def runtime(self) -> str:
         """The runtime actually in use (``onnx`` or ``torch``); loads the model."""
-        return _load(self.backend, self.threads)[1].name
+        return _load(self.backend, self.threads, self.cache_dir)[1].name
 
     def embed(self, texts: Sequence[str]) -> F32:
         if isinstance(texts, str):
@@ -179,7 +352,7 @@ class MiniLMEmbedder:
         out = np.zeros((len(texts), DIM), dtype=np.float32)
         if not texts:
             return out
-        tok, rt = _load(self.backend, self.threads)
+        tok, rt = _load(self.backend, self.threads, self.cache_dir)
         encoded = tok.encode(texts)
         # Sort by length so each batch pads to a similar width: padding is wasted compute.
         order = sorted(range(len(encoded)), key=lambda i: len(encoded[i]))
