@@ -70,7 +70,10 @@ def test_hashing_is_deterministic_across_processes() -> None:
     for seed in ("1", "2"):  # different str-hash salts must not matter
         res = subprocess.run(
             [sys.executable, "-c", code],
-            capture_output=True, text=True, check=True, env={"PYTHONHASHSEED": seed},
+            capture_output=True,
+            text=True,
+            check=True,
+            env={"PYTHONHASHSEED": seed},
         )
         outs.add(res.stdout)
     local = HashingEmbedder().embed(["Hello wide world", "北京天气", "naïve café"])
@@ -127,8 +130,13 @@ class _Handler(BaseHTTPRequestHandler):
         # Reverse order with explicit indexes: the client must sort by index.
         for i, text in reversed(list(enumerate(body["input"]))):
             rng = np.random.default_rng(len(text) * 7919 + sum(map(ord, text)))
-            data.append({"object": "embedding", "index": i,
-                         "embedding": (rng.standard_normal(self.dim) * 3).tolist()})
+            data.append(
+                {
+                    "object": "embedding",
+                    "index": i,
+                    "embedding": (rng.standard_normal(self.dim) * 3).tolist(),
+                }
+            )
         return self._send(200, {"object": "list", "data": data, "model": body["model"]})
 
     def _send(self, code: int, obj: Any) -> None:
@@ -230,7 +238,6 @@ def test_openai_unreachable() -> None:
 
 
 # ---------------------------------------------------------------- MiniLM
-
 
 
 @pytest.fixture(scope="session")

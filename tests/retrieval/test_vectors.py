@@ -18,7 +18,9 @@ def _unit(rng: np.random.Generator, n: int, dim: int = DIM) -> npt.NDArray[np.fl
     return x / np.linalg.norm(x, axis=1, keepdims=True)
 
 
-def _clustered(rng: np.random.Generator, n: int, dim: int, centres: int = 300) -> npt.NDArray[np.float32]:
+def _clustered(
+    rng: np.random.Generator, n: int, dim: int, centres: int = 300
+) -> npt.NDArray[np.float32]:
     # Embedding-like data: topics (centres) plus noise. Isotropic Gaussian data is the
     # worst case for any graph index and unlike real sentence embeddings.
     c = rng.standard_normal((centres, dim)).astype(np.float32)

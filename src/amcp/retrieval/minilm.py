@@ -110,7 +110,8 @@ def _load_bert(path: Path) -> Any:
 
     bar = hf_logging.is_progress_bar_enabled()
     verbosity = hf_logging.get_verbosity()
-    hf_logging.set_verbosity_error()  # the load report lists the unused pooler: expected
+    # The load report lists the unused pooler weights: expected, not worth a warning.
+    hf_logging.set_verbosity_error()  # type: ignore[no-untyped-call]
     hf_logging.disable_progress_bar()  # type: ignore[no-untyped-call]  # the "Loading weights" bar is noise in a CLI
     try:
         with warnings.catch_warnings():
@@ -118,7 +119,9 @@ def _load_bert(path: Path) -> Any:
             # Eager attention: the SDPA path branches on the mask's contents in Python,
             # which an ONNX trace would freeze; eager is one graph for every batch.
             model = BertModel.from_pretrained(
-                str(path), local_files_only=True, add_pooling_layer=False,
+                str(path),
+                local_files_only=True,
+                add_pooling_layer=False,
                 attn_implementation="eager",
             )
     finally:
@@ -229,7 +232,8 @@ def export_onnx(target: Path) -> None:
 
         def forward(self, input_ids: Any, attention_mask: Any) -> Any:
             hidden = self.bert(
-                input_ids=input_ids, attention_mask=attention_mask,
+                input_ids=input_ids,
+                attention_mask=attention_mask,
                 token_type_ids=torch.zeros_like(input_ids),
             ).last_hidden_state
             m = attention_mask.unsqueeze(-1).to(hidden.dtype)
@@ -252,14 +256,18 @@ def export_onnx(target: Path) -> None:
             # expected here and are not the caller's concern.
             warnings.simplefilter("ignore")
             torch.onnx.export(
-                wrapper, (ids, mask), str(tmp),
-                input_names=["input_ids", "attention_mask"], output_names=["embedding"],
+                wrapper,
+                (ids, mask),
+                str(tmp),
+                input_names=["input_ids", "attention_mask"],
+                output_names=["embedding"],
                 dynamic_axes={
                     "input_ids": {0: "batch", 1: "tokens"},
                     "attention_mask": {0: "batch", 1: "tokens"},
                     "embedding": {0: "batch"},
                 },
-                opset_version=_OPSET, dynamo=False,
+                opset_version=_OPSET,
+                dynamo=False,
             )
         # Verify before publishing: a wrong graph must never enter the cache.
         tok = _Tokenizer(model_dir())

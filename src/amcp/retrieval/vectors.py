@@ -329,7 +329,8 @@ class VectorIndex:
                     if rows:
                         r = np.asarray(rows, dtype=np.int64)
                         for i, lab in zip(
-                            changed.tolist(), ann.add(self._ids[r], self._mat[r]).tolist(),
+                            changed.tolist(),
+                            ann.add(self._ids[r], self._mat[r]).tolist(),
                             strict=False,
                         ):
                             label_of[i] = lab
@@ -349,9 +350,7 @@ class VectorIndex:
 
     # -- search ------------------------------------------------------------------------
 
-    def search(
-        self, query: npt.ArrayLike, k: int, allowed: Any = None
-    ) -> list[tuple[int, float]]:
+    def search(self, query: npt.ArrayLike, k: int, allowed: Any = None) -> list[tuple[int, float]]:
         """Top-``k`` ``(id, cosine)`` pairs, best first; ``allowed`` restricts the ids."""
         q = np.asarray(query, dtype=np.float32).reshape(-1)
         if q.shape[0] != self.dim:
