@@ -21,9 +21,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import DATA, median, percentile, save  # noqa: E402
+from common import DATA, median, percentile, save
 
-from amcp.memory import Memory  # noqa: E402
+from amcp.memory import Memory
 
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
 KS = (1, 5, 10, 25)
@@ -119,7 +119,11 @@ def main() -> None:
                     continue
                 res = mem.recall(qa["question"], k=max(KS), scope=scope, touch=False)
                 latencies.append(res.took_ms)
-                got = [h.item.record.vendor_extensions.get("x-dia-id") for h in res.hits if h.item.record]
+                got = [
+                    h.item.record.vendor_extensions.get("x-dia-id")
+                    for h in res.hits
+                    if h.item.record
+                ]
                 for k in KS:
                     found = len(set(got[:k]) & set(gold))
                     per_cat[cat][k].append(found / len(gold))
@@ -137,14 +141,24 @@ def main() -> None:
     print(f"LoCoMo evidence recall — {len(samples)} conversations, {turns} turns, embedder {model}")
     print(f"{'category':16} {'n':>5} " + " ".join(f"{'R@' + str(k):>7}" for k in KS))
     for name, row in table.items():
-        print(f"{name:16} {int(row['questions']):5d} " + " ".join(f"{row[f'R@{k}']:7.1f}" for k in KS))
-    print(f"ingest {turns / t_ingest:.0f} turns/s (remember, one at a time); recall p50 "
-          f"{median(latencies):.1f} ms p95 {percentile(latencies, 95):.1f} ms")
-    path = save(args.out, {
-        "embedder": model, "conversations": len(samples), "turns": turns, "recall": table,
-        "ingest_per_s": turns / t_ingest,
-        "recall_ms": {"p50": median(latencies), "p95": percentile(latencies, 95)},
-    })
+        print(
+            f"{name:16} {int(row['questions']):5d} " + " ".join(f"{row[f'R@{k}']:7.1f}" for k in KS)
+        )
+    print(
+        f"ingest {turns / t_ingest:.0f} turns/s (remember, one at a time); recall p50 "
+        f"{median(latencies):.1f} ms p95 {percentile(latencies, 95):.1f} ms"
+    )
+    path = save(
+        args.out,
+        {
+            "embedder": model,
+            "conversations": len(samples),
+            "turns": turns,
+            "recall": table,
+            "ingest_per_s": turns / t_ingest,
+            "recall_ms": {"p50": median(latencies), "p95": percentile(latencies, 95)},
+        },
+    )
     print(f"wrote {path}")
 
 

@@ -34,7 +34,9 @@ def test_send_is_strictly_monotonic_under_any_wall_clock(deltas: list[int]) -> N
 
 @given(
     st.lists(
-        st.tuples(st.booleans(), st.integers(min_value=-5_000, max_value=50_000), st.integers(0, 50)),
+        st.tuples(
+            st.booleans(), st.integers(min_value=-5_000, max_value=50_000), st.integers(0, 50)
+        ),
         min_size=1,
         max_size=100,
     )
@@ -83,7 +85,9 @@ def test_string_and_u64_round_trip(ms: int, logical: int, node: str) -> None:
 
 @given(
     st.lists(
-        st.tuples(st.integers(0, 2**40), st.integers(0, MAX_LOGICAL), st.sampled_from(["a", "b", "n1"])),
+        st.tuples(
+            st.integers(0, 2**40), st.integers(0, MAX_LOGICAL), st.sampled_from(["a", "b", "n1"])
+        ),
         min_size=2,
         max_size=50,
     )
@@ -91,7 +95,9 @@ def test_string_and_u64_round_trip(ms: int, logical: int, node: str) -> None:
 def test_total_order_is_physical_logical_node(items: list[tuple[int, int, str]]) -> None:
     stamps = [Timestamp(*i) for i in items]
     assert sorted(stamps) == sorted(stamps, key=lambda t: (t.physical_ms, t.logical, t.node))
-    assert sorted(stamps, key=str) == sorted(stamps) or any(  # string order matches within a year range
+    assert sorted(stamps, key=str) == sorted(
+        stamps
+    ) or any(  # string order matches within a year range
         t.physical_ms >= 253_402_300_800_000 for t in stamps
     )
 

@@ -61,7 +61,9 @@ class Timestamp:
 
     def __str__(self) -> str:
         dt = datetime.fromtimestamp(self.physical_ms / 1000, tz=UTC)
-        return f"{dt:%Y-%m-%dT%H:%M:%S}.{self.physical_ms % 1000:03d}Z-{self.logical:04x}-{self.node}"
+        return (
+            f"{dt:%Y-%m-%dT%H:%M:%S}.{self.physical_ms % 1000:03d}Z-{self.logical:04x}-{self.node}"
+        )
 
     @classmethod
     def parse(cls, text: str) -> Timestamp:

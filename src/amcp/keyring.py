@@ -67,9 +67,7 @@ class Keyring:
                 self._signing = key
             else:
                 self._signing = Ed25519PrivateKey.generate()
-                pem = self._signing.private_bytes(
-                    Encoding.PEM, PrivateFormat.PKCS8, NoEncryption()
-                )
+                pem = self._signing.private_bytes(Encoding.PEM, PrivateFormat.PKCS8, NoEncryption())
                 _write_private(path, pem)
         return self._signing
 
@@ -96,7 +94,9 @@ class Keyring:
         try:
             return self._aead.decrypt(blob[:_NONCE], blob[_NONCE:], aad)
         except Exception as exc:  # cryptography raises InvalidTag; any failure means the same
-            raise IntegrityError("encrypted record does not decrypt: tampered or wrong key") from exc
+            raise IntegrityError(
+                "encrypted record does not decrypt: tampered or wrong key"
+            ) from exc
 
     # -- witnesses of change-log heads --------------------------------------------------
 

@@ -8,19 +8,20 @@ SQL or sockets: the store port and the retrieval layer do.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, TextIO
 
 import numpy as np
 
-from amcp.amf.ids import build_record, parse_record
-from amcp.amf.portable import subject_for
-from amcp.amf.record import AMFRecord, Annotation, Causal, Core, DecayModel, Meta
+from amcp.amf.compose import compose_record, enum_value
+from amcp.amf.ids import parse_record
+from amcp.amf.record import AMFRecord
 from amcp.amf.redact import redact
-from amcp.amf.timefmt import normalise_timestamp, parse_ts, utc_now
-from amcp.amf.types import DecayType, KnowledgeType, Lifecycle, Predicate
+from amcp.amf.timefmt import normalise_timestamp, parse_ts
+from amcp.amf.types import KnowledgeType, Lifecycle
 from amcp.clock import HLC, Timestamp, node_tag
 from amcp.errors import (
     ConflictError,
@@ -33,8 +34,9 @@ from amcp.errors import (
 )
 from amcp.keyring import Keyring
 from amcp.retrieval.embedders import Embedder, get_embedder
+from amcp.retrieval.indexing import embed_text, index_text
 from amcp.retrieval.lexical import index_terms
-from amcp.retrieval.search import HybridSearcher, Hit
+from amcp.retrieval.search import Hit, HybridSearcher
 from amcp.store.base import ChangeOp, RecordFilter, Store, StoredRecord, StoreStats
 from amcp.store.sqlite import SQLiteStore
 
@@ -71,16 +73,6 @@ class RecallResult:
 class _Sweep:
     last: float = 0.0
     interval: float = 1.0
-
-
-@dataclass(frozen=True, slots=True)
-class MemoryConfig:
-    path: Path
-    key_dir: Path
-    embedder: str | Embedder | None = "auto"
-    node_uri: str = DEFAULT_NODE_URI
-    verify_on_open: bool = True
-    embedder_options: Mapping[str, Any] = field(default_factory=dict)
 
 
 class Memory:
@@ -153,120 +145,23 @@ class Memory:
     # ------------------------------------------------------------------ writes
 
     def remember(
-        self,
-        text: str | None = None,
-        *,
-        type: KnowledgeType | str = KnowledgeType.FACT,  # noqa: A002 - the AMF field name
-        scope: str | Sequence[str] = "*",
-        subject: str | None = None,
-        predicate: Predicate | str = Predicate.EQUALS,
-        object: str | None = None,  # noqa: A002 - the AMF field name
-        confidence: float = 0.9,
-        condition: str | None = None,
-        evidence: Sequence[str] | None = None,
-        tags: Sequence[str] | None = None,
-        kind: str | None = None,
-        context: str | None = None,
-        created_at: Any = None,
-        created_by: str | None = None,
-        caused_by: Sequence[str] | None = None,
-        sample_size: int | None = None,
-        decay: DecayModel | None = None,
-        language: str | None = None,
-        ttl: float | None = None,
-        sensitive: bool = False,
-        session: str | None = None,
-        extensions: Mapping[str, Any] | None = None,
+        self, text: str | None = None, *, sensitive: bool = False, **fields: Any
     ) -> WriteOutcome:
-        """Store one memory. ``text`` alone is enough; the triple is derived from it."""
-        record = self.compose(
-            text, type=type, scope=scope, subject=subject, predicate=predicate, object=object,
-            confidence=confidence, condition=condition, evidence=evidence, tags=tags,
-            kind=kind, context=context, created_at=created_at, created_by=created_by,
-            caused_by=caused_by, sample_size=sample_size, decay=decay, language=language,
-            ttl=ttl, session=session, extensions=extensions,
-        )
-        return self.put(record, sensitive=sensitive)
+        """Store one memory. ``text`` alone is enough; the triple is derived from it.
 
-    def compose(
-        self,
-        text: str | None = None,
-        *,
-        type: KnowledgeType | str = KnowledgeType.FACT,  # noqa: A002 - the AMF field name
-        scope: str | Sequence[str] = "*",
-        subject: str | None = None,
-        predicate: Predicate | str = Predicate.EQUALS,
-        object: str | None = None,  # noqa: A002 - the AMF field name
-        confidence: float = 0.9,
-        condition: str | None = None,
-        evidence: Sequence[str] | None = None,
-        tags: Sequence[str] | None = None,
-        kind: str | None = None,
-        context: str | None = None,
-        created_at: Any = None,
-        created_by: str | None = None,
-        caused_by: Sequence[str] | None = None,
-        supersedes: str | None = None,
-        sample_size: int | None = None,
-        decay: DecayModel | None = None,
-        language: str | None = None,
-        ttl: float | None = None,
-        session: str | None = None,
-        extensions: Mapping[str, Any] | None = None,
-    ) -> AMFRecord:
-        """Validate fields and build a sealed, signed record without storing it."""
-        scopes = (scope,) if isinstance(scope, str) else tuple(scope)
-        if not scopes:
-            raise ValidationError("scope", "at least one scope is required ('*' = global)")
-        if text is None and object is None:
-            raise ValidationError("text", "give the memory's text (or core.object)")
-        if text is not None and not isinstance(text, str):
-            raise ValidationError("text", f"must be a string, not {type_name(text)}")
-        ktype = _enum(KnowledgeType, type, "type")
-        ext: dict[str, Any] = dict(extensions or {})
-        if kind:
-            ext["x-kind"] = kind
-        if ttl is not None:
-            if isinstance(ttl, bool) or not isinstance(ttl, int | float) or ttl < 0:
-                raise ValidationError("ttl", "must be a non-negative number of seconds")
-            ext["x-ttl"] = ttl
-        ev = list(evidence or [])
-        if session:
-            ev.append(session if session.startswith("session:") else f"session:{session}")
-        return build_record(
-            type=ktype,
-            core=Core.from_dict(
-                {
-                    "subject": subject or subject_for(scopes[0], kind or "note"),
-                    "predicate": _enum(Predicate, predicate, "core.predicate").value,
-                    "object": object if object is not None else text,
-                    "confidence": confidence,
-                    "condition": condition,
-                    "evidence": ev or None,
-                    "sample_size": sample_size,
-                }
-            ),
-            meta=Meta.from_dict(
-                {
-                    "created_at": normalise_timestamp(created_at, "created_at")
-                    if created_at is not None
-                    else utc_now(),
-                    "created_by": created_by or self.node_uri,
-                    "project_scope": list(scopes),
-                    "language": language,
-                    "decay_model": decay.to_dict() if decay else None,
-                }
-            ),
-            annotation=Annotation.from_dict(
-                {"natural_language": text, "tags": list(tags) if tags else None,
-                 "context_hint": context}
-            ),
-            causal=Causal(caused_by=tuple(caused_by) if caused_by else None, supersedes=supersedes)
-            if caused_by or supersedes
-            else None,
-            vendor_extensions=ext,
-            key=self.keyring.signing_key,
-        )
+        ``fields`` are ``compose``'s keyword arguments (type, scope, subject, tags, kind,
+        context, created_at, ttl, session, ...). ``sensitive`` records are encrypted at rest
+        and redacted in recall and exports unless revealed.
+        """
+        return self.put(self.compose(text, **fields), sensitive=sensitive)
+
+    def compose(self, text: str | None = None, **fields: Any) -> AMFRecord:
+        """Validate fields and build a sealed record signed by this node, without storing it.
+
+        See ``amcp.amf.compose.compose_record`` for the fields.
+        """
+        fields.setdefault("created_by", self.node_uri)
+        return compose_record(text, key=self.keyring.signing_key, **fields)
 
     def put(
         self,
@@ -284,12 +179,12 @@ class Memory:
         if not isinstance(record, AMFRecord):
             shaped = AMFRecord.from_dict(record)
             existing = self.store.get(shaped.knowledge_id) if shaped else None
-            if existing is not None and existing.record is not None and (
-                existing.record.integrity.checksum != shaped.integrity.checksum
+            if (
+                existing is not None
+                and existing.record is not None
+                and (existing.record.integrity.checksum != shaped.integrity.checksum)
             ):
-                raise ConflictError(
-                    f"{shaped.knowledge_id} already exists with different content"
-                )
+                raise ConflictError(f"{shaped.knowledge_id} already exists with different content")
             record = parse_record(record)
         else:
             parse_record(record.to_dict())
@@ -303,8 +198,39 @@ class Memory:
                 return WriteOutcome(same.knowledge_id, Status.OK, same.state.hlc, same.knowledge_id)
         return self._store_new(record, sensitive=sensitive, lifecycle=lifecycle)
 
+    def remember_many(self, items: Iterable[Mapping[str, Any]]) -> list[WriteOutcome]:
+        """Batch ``remember``: each item holds remember's keyword arguments (``text`` …).
+
+        Composes and validates every item first (a bad item fails the batch before anything
+        is stored), then embeds all texts in one batch and stores them in one transaction.
+        """
+        composed: list[tuple[AMFRecord, bool]] = []
+        for item in items:
+            fields = dict(item)
+            sensitive = bool(fields.pop("sensitive", False))
+            composed.append((self.compose(fields.pop("text", None), **fields), sensitive))
+        return self.put_many(composed)
+
+    @contextmanager
+    def atomic(self) -> Iterator[None]:
+        """A store transaction that also keeps the derived vector index honest: if it rolls
+        back, the index (which may have been told about rows that no longer exist, and whose
+        rowids SQLite may reuse) is dropped and rebuilt from the store on next use."""
+        try:
+            with self.store.atomic():
+                yield
+        except BaseException:
+            self.searcher.reset()
+            raise
+
     def _store_new(
-        self, record: AMFRecord, *, sensitive: bool, lifecycle: Lifecycle
+        self,
+        record: AMFRecord,
+        *,
+        sensitive: bool,
+        lifecycle: Lifecycle,
+        vector: np.ndarray | None = None,
+        check_near: bool = True,
     ) -> WriteOutcome:
         hlc = self.clock.send()
         if record.causal is None or record.causal.hlc is None:
@@ -312,16 +238,23 @@ class Memory:
         expires_at = _expiry(record)
         if expires_at is not None and expires_at <= time.time():
             lifecycle = Lifecycle.ARCHIVED
-        vector = self._embed_one(record, sensitive)
-        near = self._near_duplicates(record, vector) if vector is not None else ()
-        result = self.store.put(
-            record, hlc=hlc, vector=vector, index_text=index_terms(self._index_text(record, sensitive)),
-            sensitive=sensitive, expires_at=expires_at, lifecycle=lifecycle,
-        )
-        if result.created and vector is not None and lifecycle is Lifecycle.ACTIVE:
-            rowid = self.store.rowid_of(record.knowledge_id)
-            if rowid is not None:
-                self.searcher.added(rowid, vector)
+        if vector is None:
+            vector = self._embed_one(record, sensitive)
+        near = self._near_duplicates(record, vector) if vector is not None and check_near else []
+        with self.atomic():
+            result = self.store.put(
+                record,
+                hlc=hlc,
+                vector=vector,
+                index_text=index_terms(index_text(record, sensitive)),
+                sensitive=sensitive,
+                expires_at=expires_at,
+                lifecycle=lifecycle,
+            )
+            if result.created and vector is not None and lifecycle is Lifecycle.ACTIVE:
+                rowid = self.store.rowid_of(record.knowledge_id)
+                if rowid is not None:
+                    self.searcher.added(rowid, vector)
         return WriteOutcome(
             result.knowledge_id,
             Status.CREATED if result.created else Status.OK,
@@ -330,11 +263,20 @@ class Memory:
         )
 
     def put_many(
-        self, records: Sequence[tuple[AMFRecord, bool]], *, lifecycle: Lifecycle = Lifecycle.ACTIVE
+        self,
+        records: Sequence[tuple[AMFRecord, bool]],
+        *,
+        lifecycle: Lifecycle = Lifecycle.ACTIVE,
+        dedup: bool = True,
     ) -> list[WriteOutcome]:
-        """Store many validated records in one transaction, embedding them in one batch."""
-        fresh: list[tuple[AMFRecord, bool]] = []
-        out: list[WriteOutcome] = []
+        """Store many validated records in one transaction, embedding them in one batch.
+
+        The bulk path (imports, batch ingest): same rules as ``put`` — identical re-writes
+        answer "already stored", same id with other content is a conflict, purged ids are
+        refused — but near-duplicate checks are skipped.
+        """
+        out: list[WriteOutcome | None] = []
+        fresh: list[tuple[int, AMFRecord, bool]] = []
         for record, sensitive in records:
             existing = self.store.get(record.knowledge_id)
             if existing is not None:
@@ -343,29 +285,23 @@ class Memory:
                 if existing.record.integrity.checksum != record.integrity.checksum:
                     raise ConflictError(f"{record.knowledge_id} exists with different content")
                 out.append(WriteOutcome(record.knowledge_id, Status.OK, existing.state.hlc))
-            else:
-                fresh.append((record, sensitive))
-        vectors = self._embed_many(fresh)
-        with self.store.atomic():
-            for i, (record, sensitive) in enumerate(fresh):
-                hlc = self.clock.send()
-                if record.causal is None or record.causal.hlc is None:
-                    record = record.with_causal(hlc=str(Timestamp.unpack(hlc, self.clock.node)))
-                expires_at = _expiry(record)
-                life = lifecycle
-                if expires_at is not None and expires_at <= time.time():
-                    life = Lifecycle.ARCHIVED
-                vec = vectors[i] if vectors is not None else None
-                res = self.store.put(
-                    record, hlc=hlc, vector=vec,
-                    index_text=index_terms(self._index_text(record, sensitive)),
-                    sensitive=sensitive, expires_at=expires_at, lifecycle=life,
+                continue
+            same = self.store.find_same_content(record) if dedup else None
+            if same is not None:
+                out.append(
+                    WriteOutcome(same.knowledge_id, Status.OK, same.state.hlc, same.knowledge_id)
                 )
-                out.append(WriteOutcome(res.knowledge_id, Status.CREATED, res.hlc))
-        # The in-memory index is derived: refresh after commit so a rollback cannot leave
-        # vectors for records that were never stored.
-        self.searcher.reset()
-        return out
+                continue
+            fresh.append((len(out), record, sensitive))
+            out.append(None)
+        vectors = self._embed_many([(r, s) for _i, r, s in fresh])
+        with self.atomic():
+            for n, (i, record, sensitive) in enumerate(fresh):
+                vec = vectors[n] if vectors is not None else None
+                out[i] = self._store_new(
+                    record, sensitive=sensitive, lifecycle=lifecycle, vector=vec, check_near=False
+                )
+        return [o for o in out if o is not None]
 
     def supersede(
         self, old_id: str, text: str | None = None, *, sensitive: bool = False, **fields: Any
@@ -391,11 +327,14 @@ class Memory:
         record = self.compose(text, supersedes=old_id, **fields)
         if record.integrity.checksum == base.integrity.checksum:
             raise ConflictError("the new content is identical to the record it supersedes")
-        with self.store.atomic():
+        with self.atomic():
             outcome = self.put(record, sensitive=sensitive, dedup=False)
             self.store.set_state(
-                old_id, ChangeOp.SUPERSEDE, hlc=self.clock.send(),
-                lifecycle=Lifecycle.SUPERSEDED, superseded_by=outcome.knowledge_id,
+                old_id,
+                ChangeOp.SUPERSEDE,
+                hlc=self.clock.send(),
+                lifecycle=Lifecycle.SUPERSEDED,
+                superseded_by=outcome.knowledge_id,
             )
         self.searcher.removed(self.store.rowid_of(old_id))
         return outcome
@@ -409,7 +348,10 @@ class Memory:
             return WriteOutcome(knowledge_id, Status.NO_CONTENT, item.state.hlc)
         hlc = self.clock.send()
         self.store.set_state(
-            knowledge_id, ChangeOp.INVALIDATE, hlc=hlc, lifecycle=Lifecycle.INVALIDATED,
+            knowledge_id,
+            ChangeOp.INVALIDATE,
+            hlc=hlc,
+            lifecycle=Lifecycle.INVALIDATED,
             reason=reason.strip(),
         )
         self.searcher.removed(self.store.rowid_of(knowledge_id))
@@ -435,7 +377,10 @@ class Memory:
         while batch := self.store.due_for_expiry(now):
             for kid in batch:
                 self.store.set_state(
-                    kid, ChangeOp.ARCHIVE, hlc=self.clock.send(), lifecycle=Lifecycle.ARCHIVED,
+                    kid,
+                    ChangeOp.ARCHIVE,
+                    hlc=self.clock.send(),
+                    lifecycle=Lifecycle.ARCHIVED,
                     reason="ttl expired",
                 )
                 self.searcher.removed(self.store.rowid_of(kid))
@@ -481,10 +426,10 @@ class Memory:
         self._maybe_expire(now)
         flt = RecordFilter(
             scopes=((scope,) if isinstance(scope, str) else tuple(scope)) if scope else None,
-            types=tuple(_enum(KnowledgeType, t, "types") for t in types) if types else None,
+            types=tuple(enum_value(KnowledgeType, t, "types") for t in types) if types else None,
             tags=tuple(tags) if tags else None,
             kinds=tuple(kinds) if kinds else None,
-            lifecycles=tuple(_enum(Lifecycle, lc, "lifecycles") for lc in lifecycles)
+            lifecycles=tuple(enum_value(Lifecycle, lc, "lifecycles") for lc in lifecycles)
             if lifecycles
             else None,
             created_after=normalise_timestamp(created_after, "created_after")
@@ -501,8 +446,12 @@ class Memory:
         shown = tuple(replace(h, item=self._view(h.item, reveal)) for h in hits)
         return RecallResult(query, shown, (time.perf_counter() - started) * 1000)
 
-    def list(
-        self, flt: RecordFilter | None = None, *, limit: int = 100, after: str | None = None,
+    def list_records(
+        self,
+        flt: RecordFilter | None = None,
+        *,
+        limit: int = 100,
+        after: str | None = None,
         reveal: bool = False,
     ) -> list[StoredRecord]:
         rows = self.store.query(flt or RecordFilter(), limit=limit, after=after)
@@ -528,34 +477,15 @@ class Memory:
 
     # ------------------------------------------------------------------ embedding
 
-    def _index_text(self, record: AMFRecord, sensitive: bool) -> str:
-        """What lexical and vector search see. Never the secret of a sensitive record."""
-        parts = [record.core.subject.replace(".", " "), *record.tags]
-        if not sensitive:
-            parts.insert(0, record.text)
-            if record.annotation and record.annotation.context_hint:
-                parts.append(record.annotation.context_hint)
-        elif record.kind:
-            parts.append(record.kind)
-        return " ".join(parts)
-
-    def _embed_text(self, record: AMFRecord, sensitive: bool) -> str:
-        if sensitive:
-            return self._index_text(record, True)
-        text = record.text
-        if record.annotation and record.annotation.context_hint:
-            text = f"{text}\n{record.annotation.context_hint}"
-        return text
-
     def _embed_one(self, record: AMFRecord, sensitive: bool) -> np.ndarray | None:
         if self.embedder is None:
             return None
-        return np.asarray(self.embedder.embed([self._embed_text(record, sensitive)])[0])
+        return np.asarray(self.embedder.embed([embed_text(record, sensitive)])[0])
 
     def _embed_many(self, items: Sequence[tuple[AMFRecord, bool]]) -> np.ndarray | None:
         if self.embedder is None or not items:
             return None
-        return np.asarray(self.embedder.embed([self._embed_text(r, s) for r, s in items]))
+        return np.asarray(self.embedder.embed([embed_text(r, s) for r, s in items]))
 
     def _near_duplicates(self, record: AMFRecord, vector: np.ndarray) -> list[tuple[str, float]]:
         flt = RecordFilter(scopes=record.meta.project_scope)
@@ -564,29 +494,13 @@ class Memory:
 
     # ------------------------------------------------------------------ maintenance
 
-    def reindex(self, embedder: str | Embedder | None = "auto", batch: int = 256) -> int:
+    def reindex(self, embedder: str | Embedder | None = "auto") -> int:
         """Re-embed every live record with ``embedder`` and record the new model."""
+        from amcp.retrieval.indexing import reindex
+
         new = get_embedder(embedder) if isinstance(embedder, str) else embedder
-        count = 0
-        with self.store.atomic():
-            self.store.clear_vectors()
-            if new is None:
-                self.store.set_meta("embedding_model", "")
-            else:
-                pending: list[tuple[str, str]] = []
-                for kid, _terms in self.store.iter_index_texts():
-                    item = self.store.get(kid)
-                    if item is None or item.record is None:
-                        continue
-                    pending.append((kid, self._embed_text(item.record, item.state.sensitive)))
-                for start in range(0, len(pending), batch):
-                    chunk = pending[start : start + batch]
-                    vecs = new.embed([t for _k, t in chunk])
-                    for (kid, _t), vec in zip(chunk, vecs, strict=True):
-                        self.store.set_vector(kid, vec)
-                        count += 1
-                self.store.set_meta("embedding_model", new.model_id)
-                self.store.set_meta("embedding_dim", str(new.dim))
+        with self.atomic():
+            count = reindex(self.store, new)
         self.embedder = new
         self.searcher = HybridSearcher(self.store, new)
         return count
@@ -598,13 +512,10 @@ class Memory:
 
         return export_ndjson(self, out, include_sensitive=include_sensitive)
 
-    def import_(
-        self, source: Iterable[str], *, batch: int = 256, progress: Any = None
-    ) -> Any:
+    def import_(self, source: Iterable[str | bytes], *, batch: int = 256, progress: Any = None) -> Any:
         from amcp.portability.ndjson import import_ndjson
 
         return import_ndjson(self, source, batch=batch, progress=progress)
-
 
     # ------------------------------------------------------------------ query, context, evolution
     # Thin delegations: the logic lives in amcp.amql, amcp.cse and amcp.evolution.
@@ -629,8 +540,13 @@ class Memory:
         from amcp.cse.pack import build_pack
 
         return build_pack(
-            self, task, budget_tokens=budget_tokens, project=project, scopes=scopes,
-            working_tokens=working_tokens, now=now,
+            self,
+            task,
+            budget_tokens=budget_tokens,
+            project=project,
+            scopes=scopes,
+            working_tokens=working_tokens,
+            now=now,
         )
 
     def outcome(self, knowledge_ids: Sequence[str], result: str) -> Any:
@@ -660,18 +576,6 @@ class Memory:
         return distill(self, from_amql, into=into, confidence_threshold=confidence_threshold)
 
 
-def _enum(enum: Any, value: Any, field_name: str) -> Any:
-    try:
-        return enum(value)
-    except ValueError as exc:
-        allowed = ", ".join(m.value for m in enum)
-        raise ValidationError(field_name, f"{value!r} is not one of {allowed}") from exc
-
-
-def type_name(value: object) -> str:
-    return type(value).__name__
-
-
 def _expiry(record: AMFRecord) -> float | None:
     ttl = record.vendor_extensions.get("x-ttl")
     if ttl is None or isinstance(ttl, bool) or not isinstance(ttl, int | float):
@@ -679,4 +583,4 @@ def _expiry(record: AMFRecord) -> float | None:
     return parse_ts(record.meta.created_at).timestamp() + float(ttl)
 
 
-__all__ = ["DecayType", "Memory", "MemoryConfig", "RecallResult", "WriteOutcome"]
+__all__ = ["Memory", "RecallResult", "WriteOutcome"]

@@ -37,11 +37,18 @@ def test_upstream_example_parses_and_seals() -> None:
 
 def test_knowledge_id_is_sha256_of_canonical_core_and_creator() -> None:
     d = valid()
-    body = {"core": d["core"], "created_at": d["meta"]["created_at"], "created_by": d["meta"]["created_by"]}
+    body = {
+        "core": d["core"],
+        "created_at": d["meta"]["created_at"],
+        "created_by": d["meta"]["created_by"],
+    }
     import hashlib
 
     assert d["knowledge_id"] == "K-" + hashlib.sha256(canonical_packb(body)).hexdigest()
-    assert knowledge_id_for(d["core"], d["meta"]["created_at"], d["meta"]["created_by"]) == d["knowledge_id"]
+    assert (
+        knowledge_id_for(d["core"], d["meta"]["created_at"], d["meta"]["created_by"])
+        == d["knowledge_id"]
+    )
 
 
 def test_canonical_rules() -> None:
@@ -122,7 +129,9 @@ BAD: list[tuple[str, Any, str]] = [
 ]
 
 
-@pytest.mark.parametrize(("path", "value", "field"), BAD, ids=[f"{p}={v!r}"[:40] for p, v, _ in BAD])
+@pytest.mark.parametrize(
+    ("path", "value", "field"), BAD, ids=[f"{p}={'<deleted>' if v is _DELETE else repr(v)[:30]}" for p, v, _ in BAD]
+)
 def test_bad_records_name_the_field(path: str, value: Any, field: str) -> None:
     d = valid()
     _set(d, path, value)

@@ -26,14 +26,27 @@ def run(*args: str) -> tuple[int, str]:
 
 def test_remember_recall_show_forget_purge(store: Path) -> None:
     s = str(store)
-    code, out = run("remember", "Alice prefers tea over coffee", "--scope", "user:alice",
-                    "--kind", "preference", "--store", s, "--json")
+    code, out = run(
+        "remember",
+        "Alice prefers tea over coffee",
+        "--scope",
+        "user:alice",
+        "--kind",
+        "preference",
+        "--store",
+        s,
+        "--json",
+    )
     assert code == 0, out
     kid = json.loads(out)["knowledge_id"]
-    code, out = run("recall", "what does alice drink", "--scope", "user:alice", "--store", s, "--json")
+    code, out = run(
+        "recall", "what does alice drink", "--scope", "user:alice", "--store", s, "--json"
+    )
     assert code == 0 and json.loads(out)["results"][0]["knowledge_id"] == kid
     code, out = run("show", kid, "--store", s, "--json")
-    assert json.loads(out)["amf"]["annotation"]["natural_language"] == "Alice prefers tea over coffee"
+    assert (
+        json.loads(out)["amf"]["annotation"]["natural_language"] == "Alice prefers tea over coffee"
+    )
     code, out = run("supersede", kid, "Alice prefers green tea", "--store", s, "--json")
     new = json.loads(out)["knowledge_id"]
     code, out = run("forget", new, "--reason", "she switched to coffee", "--store", s)

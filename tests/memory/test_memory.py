@@ -20,7 +20,9 @@ from amcp.memory import Memory
 
 
 def test_remember_and_recall(mem: Memory) -> None:
-    a = mem.remember("Alice prefers dark mode in every editor", scope="user:alice", kind="preference")
+    a = mem.remember(
+        "Alice prefers dark mode in every editor", scope="user:alice", kind="preference"
+    )
     mem.remember("The build uses Python 3.11 and ruff", scope="project:x")
     assert a.status is Status.CREATED
     res = mem.recall("which theme does alice like in her editor?", scope="user:alice")
@@ -125,8 +127,13 @@ def test_ttl_expiry_archives(mem: Memory) -> None:
 
 
 def test_sensitive_is_encrypted_and_redacted(mem: Memory, tmp_path: Path) -> None:
-    r = mem.remember("staging API key is sk-live-abcdef1234567890", scope="team:x",
-                     subject="team.x.staging.api_key", sensitive=True, tags=["credential"])
+    r = mem.remember(
+        "staging API key is sk-live-abcdef1234567890",
+        scope="team:x",
+        subject="team.x.staging.api_key",
+        sensitive=True,
+        tags=["credential"],
+    )
     raw = (tmp_path / "store" / "memory.db").read_bytes()
     assert b"sk-live-abcdef1234567890" not in raw
     hits = mem.recall("staging api key", scope="team:x").hits
@@ -145,8 +152,12 @@ def test_recall_filters_and_validation(mem: Memory) -> None:
     res = mem.recall("tabs", types=["KT-PITFALL"])
     assert [h.item.record.type for h in res.hits] == [KnowledgeType.PITFALL]  # type: ignore[union-attr]
     assert len(mem.recall("tabs", tags=["style"]).hits) == 1
-    for bad in ({"query": ""}, {"query": "x", "k": 0}, {"query": "x", "k": 10**6},
-                {"query": "x", "types": ["nope"]}):
+    for bad in (
+        {"query": ""},
+        {"query": "x", "k": 0},
+        {"query": "x", "k": 10**6},
+        {"query": "x", "types": ["nope"]},
+    ):
         with pytest.raises(ValidationError):
             mem.recall(**bad)  # type: ignore[arg-type]
 

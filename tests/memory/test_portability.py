@@ -7,7 +7,6 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import pytest
@@ -18,7 +17,9 @@ from amcp.memory import Memory
 
 def _fill(mem: Memory) -> dict[str, str]:
     ids = {
-        "keep": mem.remember("Alice likes green tea", scope="user:alice", kind="preference").knowledge_id,
+        "keep": mem.remember(
+            "Alice likes green tea", scope="user:alice", kind="preference"
+        ).knowledge_id,
         "old": mem.remember("standup is at 9:30", scope="team:x").knowledge_id,
         "wrong": mem.remember("the CI runs on Jenkins", scope="team:x").knowledge_id,
         "gone": mem.remember("Bob's home address is 1 Main St", scope="user:bob").knowledge_id,
@@ -65,8 +66,12 @@ def test_purged_records_never_come_back(mem: Memory, tmp_path: Path) -> None:
 def test_tombstone_in_file_purges_local_copy(mem: Memory, tmp_path: Path) -> None:
     with Memory(tmp_path / "b" / "m.db", embedder="hashing") as other:
         r = other.remember("phone 555-0199", scope="user:c")
-        mem.remember("phone 555-0199", scope="user:c", created_at=other.get(r.knowledge_id).record.meta.created_at,  # type: ignore[union-attr]
-                     created_by=other.node_uri)
+        mem.remember(
+            "phone 555-0199",
+            scope="user:c",
+            created_at=other.get(r.knowledge_id).record.meta.created_at,  # type: ignore[union-attr]
+            created_by=other.node_uri,
+        )
         other.purge(r.knowledge_id)
         buf = io.StringIO()
         other.export(buf)
@@ -122,7 +127,9 @@ def test_sigkill_mid_import_keeps_every_acknowledged_record(mem: Memory, tmp_pat
     target = tmp_path / "t" / "m.db"
     proc = subprocess.Popen(
         [sys.executable, "-c", KILL_SCRIPT, str(target), str(export)],
-        stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
     )
     assert proc.stdout is not None
     acked = 0
@@ -132,24 +139,33 @@ def test_sigkill_mid_import_keeps_every_acknowledged_record(mem: Memory, tmp_pat
             proc.send_signal(signal.SIGKILL)
             break
     proc.wait(timeout=30)
+    proc.stdout.close()
     assert proc.returncode == -signal.SIGKILL
     with Memory(target, embedder="hashing") as m:  # integrity check on open passes
         assert m.store.verify(full=True).ok
         n = m.stats().records
         assert acked <= n < 1500
-        rep = m.import_(export.open("rb"))
+        with export.open("rb") as fh:
+            rep = m.import_(fh)
         assert rep.complete
         assert m.stats().records == 1500
         assert rep.created == 1500 - n and rep.already == n
-    time.sleep(0)
 
 
 def test_portable_round_trip(mem: Memory) -> None:
     from amcp.amf.portable import from_portable, to_portable
 
-    p = {"id": "mem0-123", "type": "task", "content": "finish the migration by Friday",
-         "scope": "project:y", "source_agent": "mem0", "created_at": "2024-05-08T15:56:00+02:00",
-         "ttl": 86400, "tags": ["todo"], "meta": {"priority": "high"}}
+    p = {
+        "id": "mem0-123",
+        "type": "task",
+        "content": "finish the migration by Friday",
+        "scope": "project:y",
+        "source_agent": "mem0",
+        "created_at": "2024-05-08T15:56:00+02:00",
+        "ttl": 86400,
+        "tags": ["todo"],
+        "meta": {"priority": "high"},
+    }
     rec = from_portable(p)
     out = mem.put(rec)
     assert to_portable(mem.get(out.knowledge_id).record) == p  # type: ignore[arg-type]

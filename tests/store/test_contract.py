@@ -8,12 +8,11 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from tests.store.records import rec
 
 from amcp.amf.types import Lifecycle
 from amcp.errors import ConflictError, GoneError, NotFoundError
 from amcp.store.base import ChangeOp, RecordFilter, Store
-
-from tests.store.records import rec
 
 Open = Callable[[], Store]
 
@@ -55,14 +54,22 @@ def test_lifecycle_changes_are_logged_in_hlc_order(open_store: Open) -> None:
     a, b = rec("a"), rec("b")
     s.put(a, hlc=5)
     s.put(b, hlc=6)
-    s.set_state(a.knowledge_id, ChangeOp.SUPERSEDE, hlc=7, lifecycle=Lifecycle.SUPERSEDED,
-                superseded_by=b.knowledge_id)
-    s.set_state(b.knowledge_id, ChangeOp.INVALIDATE, hlc=8, lifecycle=Lifecycle.INVALIDATED,
-                reason="wrong")
+    s.set_state(
+        a.knowledge_id,
+        ChangeOp.SUPERSEDE,
+        hlc=7,
+        lifecycle=Lifecycle.SUPERSEDED,
+        superseded_by=b.knowledge_id,
+    )
+    s.set_state(
+        b.knowledge_id, ChangeOp.INVALIDATE, hlc=8, lifecycle=Lifecycle.INVALIDATED, reason="wrong"
+    )
     ops = [(c.op, c.knowledge_id, c.hlc) for c in s.changes()]
     assert ops == [
-        (ChangeOp.PUT, a.knowledge_id, 5), (ChangeOp.PUT, b.knowledge_id, 6),
-        (ChangeOp.SUPERSEDE, a.knowledge_id, 7), (ChangeOp.INVALIDATE, b.knowledge_id, 8),
+        (ChangeOp.PUT, a.knowledge_id, 5),
+        (ChangeOp.PUT, b.knowledge_id, 6),
+        (ChangeOp.SUPERSEDE, a.knowledge_id, 7),
+        (ChangeOp.INVALIDATE, b.knowledge_id, 8),
     ]
     assert [c.hlc for c in s.changes(since_hlc=6)] == [7, 8]
     assert len(s.changes(limit=2)) == 2
@@ -168,7 +175,7 @@ def test_vectors_and_access_stats(open_store: Open) -> None:
     r = rec("vectorised")
     v = np.arange(4, dtype=np.float32)
     s.put(r, hlc=1, vector=v)
-    (ids, mat), = list(s.iter_vectors())
+    ((ids, mat),) = list(s.iter_vectors())
     assert mat.shape == (1, 4) and np.allclose(mat[0], v)
     assert s.ids_for_rowids([int(ids[0])]) == {int(ids[0]): r.knowledge_id}
     s.touch([r.knowledge_id], 1_000_000.0)
@@ -212,7 +219,9 @@ def test_state_survives_reopen(open_store: Open) -> None:
     assert got is not None and got.record == r and s2.verify(full=True).ok
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(
     st.lists(
         st.tuples(

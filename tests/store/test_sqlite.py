@@ -7,12 +7,12 @@ import sqlite3
 from pathlib import Path
 
 import pytest
+from tests.store.records import rec
 
 from amcp.errors import IntegrityError, StoreError
 from amcp.keyring import Keyring
 from amcp.store.schema import MIGRATIONS, SCHEMA_VERSION
 from amcp.store.sqlite import SQLiteStore, _split_sql
-from tests.store.records import rec
 
 
 def open_at(tmp: Path, **kw: object) -> SQLiteStore:
@@ -24,7 +24,9 @@ def raw(tmp: Path) -> sqlite3.Connection:
 
 
 @pytest.mark.parametrize("start", range(SCHEMA_VERSION))
-def test_each_migration_upgrades_a_store_left_at_the_previous_version(tmp_path: Path, start: int) -> None:
+def test_each_migration_upgrades_a_store_left_at_the_previous_version(
+    tmp_path: Path, start: int
+) -> None:
     db = raw(tmp_path)
     for number in range(start):
         for stmt in _split_sql(MIGRATIONS[number]):
@@ -78,8 +80,10 @@ def test_edited_record_body_is_refused_on_read(tmp_path: Path) -> None:
     ids = _store_with_three(tmp_path)
     db = raw(tmp_path)
     body = db.execute("SELECT body FROM records WHERE knowledge_id=?", (ids[1],)).fetchone()[0]
-    db.execute("UPDATE records SET body=? WHERE knowledge_id=?",
-               (body.replace(b"record 1", b"record 9"), ids[1]))
+    db.execute(
+        "UPDATE records SET body=? WHERE knowledge_id=?",
+        (body.replace(b"record 1", b"record 9"), ids[1]),
+    )
     db.close()
     s = open_at(tmp_path)  # the chain is intact; the record is not
     with pytest.raises(IntegrityError):

@@ -116,7 +116,9 @@ def seal(record: AMFRecord, key: Ed25519PrivateKey | None = None) -> AMFRecord:
 def check_size(record: AMFRecord) -> int:
     size = len(canonical_packb(record.to_dict()))
     if size > MAX_RECORD_BYTES:
-        raise ValidationError("", f"record is {size} bytes; the limit is {MAX_RECORD_BYTES} (1 MiB)")
+        raise ValidationError(
+            "", f"record is {size} bytes; the limit is {MAX_RECORD_BYTES} (1 MiB)"
+        )
     return size
 
 
@@ -126,7 +128,7 @@ PLACEHOLDER_SUM = "sha256:" + "0" * 64
 
 def build_record(
     *,
-    type: KnowledgeType,  # noqa: A002 - mirrors the AMF field name
+    type: KnowledgeType,
     core: Core,
     meta: Meta,
     annotation: Annotation | None = None,

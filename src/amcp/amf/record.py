@@ -193,11 +193,15 @@ class DecayModel:
 
     @classmethod
     def from_dict(cls, d: JsonMap) -> DecayModel:
-        _no_extra(d, frozenset({"type", "half_life_days", "invalidation_events"}), "meta.decay_model")
+        _no_extra(
+            d, frozenset({"type", "half_life_days", "invalidation_events"}), "meta.decay_model"
+        )
         hl = d.get("half_life_days")
         if hl is not None:
             if isinstance(hl, bool) or not isinstance(hl, int | float) or not hl > 0:
-                raise ValidationError("meta.decay_model.half_life_days", "must be a positive number")
+                raise ValidationError(
+                    "meta.decay_model.half_life_days", "must be a positive number"
+                )
             hl = float(hl)
         return cls(
             type=_enum(d, "type", "meta.decay_model", DecayType, required=True),
@@ -234,7 +238,9 @@ class Meta:
             raise ValidationError("meta.created_at", "is required")
         scope = _str_list(d, "project_scope", "meta", required=True)
         if not scope:
-            raise ValidationError("meta.project_scope", "must name at least one scope ('*' = global)")
+            raise ValidationError(
+                "meta.project_scope", "must name at least one scope ('*' = global)"
+            )
         dm = d.get("decay_model")
         if dm is not None and not isinstance(dm, Mapping):
             raise ValidationError("meta.decay_model", "must be an object")
@@ -354,7 +360,9 @@ class Integrity:
 
     @classmethod
     def from_dict(cls, d: JsonMap) -> Integrity:
-        _no_extra(d, frozenset({"checksum", "signature", "public_key", "tamper_evident"}), "integrity")
+        _no_extra(
+            d, frozenset({"checksum", "signature", "public_key", "tamper_evident"}), "integrity"
+        )
         checksum = _str(d, "checksum", "integrity", required=True)
         if not checksum.startswith("sha256:") or len(checksum) != 71:
             raise ValidationError("integrity.checksum", "must be 'sha256:' + 64 hex digits")
@@ -392,8 +400,16 @@ def check_knowledge_id(value: str, field: str = "knowledge_id") -> str:
 
 TOP_FIELDS = frozenset(
     {
-        "knowledge_id", "amf_version", "type", "core", "meta", "distribution", "causal",
-        "annotation", "integrity", "vendor_extensions",
+        "knowledge_id",
+        "amf_version",
+        "type",
+        "core",
+        "meta",
+        "distribution",
+        "causal",
+        "annotation",
+        "integrity",
+        "vendor_extensions",
     }
 )
 

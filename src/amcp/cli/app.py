@@ -36,8 +36,10 @@ def init(store: StoreOpt = None, embedder: EmbedOpt = "auto") -> None:
     """Create a store (idempotent)."""
     with open_memory(store, embedder, create=True) as mem:
         stats = mem.stats()
-        out.print(f"store ready at {store_path(store)} ({stats.records} records, "
-                  f"embedder {stats.embedding_model or 'none'})")
+        out.print(
+            f"store ready at {store_path(store)} ({stats.records} records, "
+            f"embedder {stats.embedding_model or 'none'})"
+        )
 
 
 @app.command()
@@ -45,7 +47,9 @@ def init(store: StoreOpt = None, embedder: EmbedOpt = "auto") -> None:
 def remember(
     text: Annotated[str, typer.Argument(help="What to remember.")],
     scope: Annotated[list[str] | None, typer.Option("--scope", help="e.g. user:alice")] = None,
-    type_: Annotated[str, typer.Option("--type", "-t", help="KT-FACT, KT-PITFALL, ...")] = "KT-FACT",
+    type_: Annotated[
+        str, typer.Option("--type", "-t", help="KT-FACT, KT-PITFALL, ...")
+    ] = "KT-FACT",
     tag: Annotated[list[str] | None, typer.Option("--tag")] = None,
     kind: Annotated[str | None, typer.Option(help="preference, task, skill, ...")] = None,
     confidence: float = 0.9,
@@ -58,12 +62,24 @@ def remember(
     """Store a memory."""
     with open_memory(store, embedder, create=True) as mem:
         res = mem.remember(
-            text, scope=scope or ["*"], type=type_, tags=tag, kind=kind,
-            confidence=confidence, ttl=ttl, sensitive=sensitive,
+            text,
+            scope=scope or ["*"],
+            type=type_,
+            tags=tag,
+            kind=kind,
+            confidence=confidence,
+            ttl=ttl,
+            sensitive=sensitive,
         )
     if json_:
-        emit_json({"knowledge_id": res.knowledge_id, "status": int(res.status),
-                   "duplicate_of": res.duplicate_of, "near_duplicates": res.near_duplicates})
+        emit_json(
+            {
+                "knowledge_id": res.knowledge_id,
+                "status": int(res.status),
+                "duplicate_of": res.duplicate_of,
+                "near_duplicates": res.near_duplicates,
+            }
+        )
         return
     verb = "stored" if res.created else "already stored"
     out.print(f"{verb} {res.knowledge_id}")
@@ -87,8 +103,13 @@ def recall(
     with open_memory(store, embedder) as mem:
         res = mem.recall(query, k=k, scope=scope, types=type_, tags=tag)
     if json_:
-        emit_json({"query": query, "took_ms": round(res.took_ms, 2),
-                   "results": [hit_json(h) for h in res.hits]})
+        emit_json(
+            {
+                "query": query,
+                "took_ms": round(res.took_ms, 2),
+                "results": [hit_json(h) for h in res.hits],
+            }
+        )
         return
     if not res.hits:
         out.print("nothing found")
@@ -190,8 +211,10 @@ def export_cmd(
         with tmp.open("w", encoding="utf-8") as fh:
             rep = mem.export(fh, include_sensitive=include_sensitive)
         tmp.replace(path)
-    out.print(f"exported {rep.records} records, {rep.tombstones} tombstones to {path}"
-              + (f" ({rep.skipped_sensitive} sensitive left out)" if rep.skipped_sensitive else ""))
+    out.print(
+        f"exported {rep.records} records, {rep.tombstones} tombstones to {path}"
+        + (f" ({rep.skipped_sensitive} sensitive left out)" if rep.skipped_sensitive else "")
+    )
 
 
 @app.command("import")
@@ -205,24 +228,36 @@ def import_cmd(
     """Import an NDJSON export. Idempotent; purged records never come back."""
     if not path.exists():
         raise typer.BadParameter(f"{path} does not exist")
-    with open_memory(store, embedder, create=True) as mem, path.open("rb") as fh:
-        with Progress(SpinnerColumn(), TextColumn("{task.description}"), transient=True,
-                      disable=json_) as bar:
-            task = bar.add_task("importing", total=None)
+    with open_memory(store, embedder, create=True) as mem, path.open("rb") as fh, Progress(
+        SpinnerColumn(), TextColumn("{task.description}"), transient=True, disable=json_
+    ) as bar:
+        task = bar.add_task("importing", total=None)
 
-            def tick(rep: Any) -> None:
-                bar.update(task, description=f"imported {rep.processed} records")
+        def tick(rep: Any) -> None:
+            bar.update(task, description=f"imported {rep.processed} records")
 
-            rep = mem.import_(fh, progress=tick)
+        rep = mem.import_(fh, progress=tick)
     if json_:
-        emit_json({"created": rep.created, "already": rep.already, "tombstones": rep.tombstones,
-                   "refused_purged": rep.refused_purged, "complete": rep.complete,
-                   "errors": rep.errors})
+        emit_json(
+            {
+                "created": rep.created,
+                "already": rep.already,
+                "tombstones": rep.tombstones,
+                "refused_purged": rep.refused_purged,
+                "complete": rep.complete,
+                "errors": rep.errors,
+            }
+        )
         return
-    out.print(f"created {rep.created}, already stored {rep.already}, tombstones {rep.tombstones}, "
-              f"refused (purged here) {rep.refused_purged}"
-              + ("" if rep.complete else " — [yellow]no valid end marker: the file may be "
-                 "truncated[/yellow]"))
+    out.print(
+        f"created {rep.created}, already stored {rep.already}, tombstones {rep.tombstones}, "
+        f"refused (purged here) {rep.refused_purged}"
+        + (
+            ""
+            if rep.complete
+            else " — [yellow]no valid end marker: the file may be truncated[/yellow]"
+        )
+    )
 
 
 @app.command()
@@ -232,10 +267,18 @@ def stats(store: StoreOpt = None, json_: JsonOpt = False) -> None:
     with open_memory(store, "auto") as mem:
         s = mem.stats()
         report = mem.store.verify()
-    data = {"records": s.records, "by_lifecycle": s.by_lifecycle, "by_type": s.by_type,
-            "scopes": s.scopes, "vectors": s.vectors, "changes": s.changes, "bytes": s.bytes,
-            "embedding_model": s.embedding_model, "schema_version": s.schema_version,
-            "integrity": "ok" if report.ok else list(report.problems)}
+    data = {
+        "records": s.records,
+        "by_lifecycle": s.by_lifecycle,
+        "by_type": s.by_type,
+        "scopes": s.scopes,
+        "vectors": s.vectors,
+        "changes": s.changes,
+        "bytes": s.bytes,
+        "embedding_model": s.embedding_model,
+        "schema_version": s.schema_version,
+        "integrity": "ok" if report.ok else list(report.problems),
+    }
     if json_:
         emit_json(data)
         return

@@ -34,7 +34,9 @@ def store_path(store: Path | None) -> Path:
 
 
 @contextmanager
-def open_memory(store: Path | None, embedder: str = "auto", *, create: bool = False) -> Iterator[Any]:
+def open_memory(
+    store: Path | None, embedder: str = "auto", *, create: bool = False
+) -> Iterator[Any]:
     from amcp.memory import Memory
 
     path = store_path(store)

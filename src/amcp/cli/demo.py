@@ -13,19 +13,37 @@ CLAUDE = "amcp://ai.anthropic.claude-code.fp-0000000000000001.local"
 CODEX = "amcp://ai.openai.codex.fp-0000000000000002.local"
 
 FACTS: list[tuple[str, str, dict[str, object]]] = [
-    (CLAUDE, "Alice prefers tabs over spaces in Python code",
-     {"type": "KT-PRINCIPLE", "scope": "user:alice", "kind": "preference", "tags": ["style"]}),
-    (CLAUDE, "The payments service must call attachAlgoOrds to set take-profit and stop-loss; "
-     "tpTriggerPx alone is silently ignored",
-     {"type": "KT-PITFALL", "scope": "project:payments", "tags": ["okx", "api"]}),
-    (CLAUDE, "Project payments deploys from the release branch every Thursday",
-     {"type": "KT-FACT", "scope": "project:payments"}),
-    (CODEX, "Integration tests for payments need the sandbox API key from the team vault",
-     {"type": "KT-FACT", "scope": "project:payments", "tags": ["testing"]}),
-    (CODEX, "We chose PostgreSQL over MongoDB for the ledger because we need transactions",
-     {"type": "KT-DECISION", "scope": "project:payments"}),
-    (CODEX, "Alice is on holiday until 12 December",
-     {"type": "KT-CONTEXT", "scope": "user:alice", "kind": "lifefact"}),
+    (
+        CLAUDE,
+        "Alice prefers tabs over spaces in Python code",
+        {"type": "KT-PRINCIPLE", "scope": "user:alice", "kind": "preference", "tags": ["style"]},
+    ),
+    (
+        CLAUDE,
+        "The payments service must call attachAlgoOrds to set take-profit and stop-loss; "
+        "tpTriggerPx alone is silently ignored",
+        {"type": "KT-PITFALL", "scope": "project:payments", "tags": ["okx", "api"]},
+    ),
+    (
+        CLAUDE,
+        "Project payments deploys from the release branch every Thursday",
+        {"type": "KT-FACT", "scope": "project:payments"},
+    ),
+    (
+        CODEX,
+        "Integration tests for payments need the sandbox API key from the team vault",
+        {"type": "KT-FACT", "scope": "project:payments", "tags": ["testing"]},
+    ),
+    (
+        CODEX,
+        "We chose PostgreSQL over MongoDB for the ledger because we need transactions",
+        {"type": "KT-DECISION", "scope": "project:payments"},
+    ),
+    (
+        CODEX,
+        "Alice is on holiday until 12 December",
+        {"type": "KT-CONTEXT", "scope": "user:alice", "kind": "lifefact"},
+    ),
 ]
 
 
@@ -37,22 +55,32 @@ def run_demo(directory: Path | None, embedder: str) -> None:
     out.print(f"stores under {base}")
     t0 = time.perf_counter()
     with Memory(first, embedder=None if embedder == "none" else embedder) as mem:
-        out.print(f"1. opened {first.name} (embedder: {mem.embedder.model_id if mem.embedder else 'none'})")
+        out.print(
+            f"1. opened {first.name} (embedder: {mem.embedder.model_id if mem.embedder else 'none'})"
+        )
         ids = []
         for agent, text, fields in FACTS:
             res = mem.remember(text, created_by=agent, **fields)  # type: ignore[arg-type]
             ids.append(res.knowledge_id)
-            out.print(f"   {agent.split('.')[1]:>9} remembered {res.knowledge_id[:14]}…  {text[:60]}")
+            out.print(
+                f"   {agent.split('.')[1]:>9} remembered {res.knowledge_id[:14]}…  {text[:60]}"
+            )
         again = mem.remember(FACTS[2][1], created_by=CODEX, **FACTS[2][2])  # type: ignore[arg-type]
-        out.print(f"2. the same fact from another agent → already stored as {again.knowledge_id[:14]}…")
-        for q, scope in [("how do I set a stop loss on OKX orders?", "project:payments"),
-                         ("what indentation does Alice like?", "user:alice")]:
+        out.print(
+            f"2. the same fact from another agent → already stored as {again.knowledge_id[:14]}…"
+        )
+        for q, scope in [
+            ("how do I set a stop loss on OKX orders?", "project:payments"),
+            ("what indentation does Alice like?", "user:alice"),
+        ]:
             hits = mem.recall(q, k=2, scope=scope).hits
             out.print(f"3. recall {q!r} in {scope}:")
             for h in hits:
                 assert h.item.record is not None
                 out.print(f"     {h.score:.4f}  {h.item.record.text[:70]}")
-        new = mem.supersede(ids[2], "Project payments deploys from the release branch every Tuesday")
+        new = mem.supersede(
+            ids[2], "Project payments deploys from the release branch every Tuesday"
+        )
         out.print(f"4. superseded the Thursday deploy fact by {new.knowledge_id[:14]}…")
         mem.invalidate(ids[5], reason="Alice came back early")
         out.print("5. invalidated the holiday fact (kept, with its reason)")
@@ -61,19 +89,25 @@ def run_demo(directory: Path | None, embedder: str) -> None:
         export = base / "export.ndjson"
         with export.open("w", encoding="utf-8") as fh:
             rep = mem.export(fh)
-        out.print(f"7. exported {rep.records} records + {rep.tombstones} tombstone to {export.name}")
+        out.print(
+            f"7. exported {rep.records} records + {rep.tombstones} tombstone to {export.name}"
+        )
     with Memory(second, embedder=None if embedder == "none" else embedder) as other:
         with export.open("rb") as fh:
             imp = other.import_(fh)
         with export.open("rb") as fh:
             again_rep = other.import_(fh)
-        out.print(f"8. imported into a second store: {imp.created} created, {imp.tombstones} tombstone;"
-                  f" re-import: {again_rep.created} created, {again_rep.already} already stored")
+        out.print(
+            f"8. imported into a second store: {imp.created} created, {imp.tombstones} tombstone;"
+            f" re-import: {again_rep.created} created, {again_rep.already} already stored"
+        )
         hits = other.recall("when does payments deploy?", k=1, scope="project:payments").hits
         assert hits and hits[0].item.record is not None
         out.print(f"9. the new agent recalls: {hits[0].item.record.text!r}")
         s = other.stats()
         ok = other.store.verify(full=True).ok
-        out.print(f"10. second store: {s.records} records {s.by_lifecycle}; integrity "
-                  + ("[green]ok[/green]" if ok else "[red]FAILED[/red]"))
+        out.print(
+            f"10. second store: {s.records} records {s.by_lifecycle}; integrity "
+            + ("[green]ok[/green]" if ok else "[red]FAILED[/red]")
+        )
     out.print(f"[dim]done in {time.perf_counter() - t0:.1f} s[/dim]")

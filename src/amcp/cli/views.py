@@ -15,9 +15,13 @@ def item_json(item: StoredRecord) -> dict[str, Any]:
         "knowledge_id": item.knowledge_id,
         "amf": item.record.to_dict() if item.record else None,
         "state": {
-            "lifecycle": st.lifecycle.value, "reason": st.reason,
-            "superseded_by": st.superseded_by, "sensitive": st.sensitive, "weight": st.weight,
-            "access_count": st.access_count, "last_access": st.last_access,
+            "lifecycle": st.lifecycle.value,
+            "reason": st.reason,
+            "superseded_by": st.superseded_by,
+            "sensitive": st.sensitive,
+            "weight": st.weight,
+            "access_count": st.access_count,
+            "last_access": st.last_access,
             "expires_at": st.expires_at,
         },
     }
@@ -35,7 +39,9 @@ def print_item(item: StoredRecord) -> None:
     st = item.state
     out.print(f"[bold]{item.knowledge_id}[/bold]  [{st.lifecycle.value}]")
     if item.record is None:
-        out.print("  purged: content erased, tombstone kept" + (f" ({st.reason})" if st.reason else ""))
+        out.print(
+            "  purged: content erased, tombstone kept" + (f" ({st.reason})" if st.reason else "")
+        )
         return
     r = item.record
     out.print(f"  type       {r.type.value}")
@@ -50,4 +56,6 @@ def print_item(item: StoredRecord) -> None:
         out.print(f"  reason     {st.reason}")
     if st.superseded_by:
         out.print(f"  superseded by {st.superseded_by}")
-    out.print(f"  checksum   {r.integrity.checksum}" + ("  (signed)" if r.integrity.signature else ""))
+    out.print(
+        f"  checksum   {r.integrity.checksum}" + ("  (signed)" if r.integrity.signature else "")
+    )

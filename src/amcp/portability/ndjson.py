@@ -85,7 +85,9 @@ def export_ndjson(memory: Memory, out: TextIO, *, include_sensitive: bool = Fals
         for item in page:
             after = item.knowledge_id
             if item.record is None:
-                emit({"tombstone": {"knowledge_id": item.knowledge_id, "reason": item.state.reason}})
+                emit(
+                    {"tombstone": {"knowledge_id": item.knowledge_id, "reason": item.state.reason}}
+                )
                 tombstones += 1
                 continue
             if item.state.sensitive and not include_sensitive:
@@ -105,9 +107,9 @@ def export_ndjson(memory: Memory, out: TextIO, *, include_sensitive: bool = Fals
                 }
             )
             records += 1
-    end = {"records": records, "tombstones": tombstones, "sha256": digest.hexdigest()}
-    out.write(_line({"amcp_export_end": end}))
-    return ExportReport(records, tombstones, skipped, end["sha256"])
+    sha = digest.hexdigest()
+    out.write(_line({"amcp_export_end": {"records": records, "tombstones": tombstones, "sha256": sha}}))
+    return ExportReport(records, tombstones, skipped, sha)
 
 
 def import_ndjson(
@@ -152,14 +154,20 @@ def import_ndjson(
         digest.update(text.rstrip("\n").encode("utf-8") + b"\n")
         if "amcp_export" in obj:
             if obj["amcp_export"] != FORMAT_VERSION:
-                raise ValidationError(f"line {lineno}", f"export format {obj['amcp_export']!r} is not supported")
+                raise ValidationError(
+                    f"line {lineno}", f"export format {obj['amcp_export']!r} is not supported"
+                )
             continue
         if "tombstone" in obj:
             flush()
-            kid = obj["tombstone"].get("knowledge_id") if isinstance(obj["tombstone"], dict) else None
+            kid = (
+                obj["tombstone"].get("knowledge_id") if isinstance(obj["tombstone"], dict) else None
+            )
             if not isinstance(kid, str):
                 raise ValidationError(f"line {lineno}", "tombstone without knowledge_id")
-            if memory.store.put_tombstone(kid, hlc=memory.clock.send(), reason=obj["tombstone"].get("reason")):
+            if memory.store.put_tombstone(
+                kid, hlc=memory.clock.send(), reason=obj["tombstone"].get("reason")
+            ):
                 memory.searcher.reset()
             report.tombstones += 1
             continue
@@ -168,8 +176,8 @@ def import_ndjson(
             record = parse_record(amf)
         except AmcpError as exc:
             raise ValidationError(f"line {lineno}", str(exc)) from exc
-        state = obj.get("state") if isinstance(obj.get("state"), dict) else {}
-        pending.append((record, state))
+        state = obj.get("state")
+        pending.append((record, state if isinstance(state, dict) else {}))
         if len(pending) >= batch:
             flush()
     flush()
@@ -193,13 +201,15 @@ def _apply_batch(
             fresh.append((record, bool(state.get("sensitive"))))
             seen.add(record.knowledge_id)
         states.append((record.knowledge_id, state))
-    with memory.store.atomic():
+    with memory.atomic():
         if fresh:
-            memory.put_many(fresh)
-            report.created += len(fresh)
+            # dedup=False: an import restores ids exactly, even of records that say the same
+            # thing as a local one (they were distinct records where they came from).
+            outcomes = memory.put_many(fresh, dedup=False)
+            report.created += sum(1 for o in outcomes if o.created)
+            report.already += sum(1 for o in outcomes if not o.created)
         for kid, state in states:
             report.state_changes += _apply_state(memory, kid, state)
-    memory.searcher.reset()
 
 
 _OPS = {
@@ -221,7 +231,11 @@ def _apply_state(memory: Memory, kid: str, state: dict[str, Any]) -> int:
     if current.state.lifecycle is not Lifecycle.ACTIVE:
         return 0  # never move a record backwards (e.g. invalidated → superseded)
     memory.store.set_state(
-        kid, op, hlc=memory.clock.send(), lifecycle=lifecycle,
-        reason=state.get("reason"), superseded_by=state.get("superseded_by"),
+        kid,
+        op,
+        hlc=memory.clock.send(),
+        lifecycle=lifecycle,
+        reason=state.get("reason"),
+        superseded_by=state.get("superseded_by"),
     )
     return 1

@@ -54,7 +54,9 @@ class HybridSearcher:
             live = self.store.rowids(RecordFilter(include_expired=True))
             live_set = set(live.tolist())
             for ids, mat in self.store.iter_vectors():
-                keep = np.fromiter((i in live_set for i in ids.tolist()), dtype=bool, count=len(ids))
+                keep = np.fromiter(
+                    (i in live_set for i in ids.tolist()), dtype=bool, count=len(ids)
+                )
                 if keep.any():
                     index.add(ids[keep], mat[keep])
             self.index = index
@@ -98,15 +100,28 @@ class HybridSearcher:
             return set()
         names = self.store.ids_for_rowids(rowids)
         flt_ids = RecordFilter(
-            scopes=flt.scopes, types=flt.types, kinds=flt.kinds, tags=flt.tags,
-            lifecycles=flt.lifecycles, created_after=flt.created_after,
-            created_before=flt.created_before, subject_prefix=flt.subject_prefix,
-            ids=tuple(names.values()), include_expired=flt.include_expired, now=flt.now,
+            scopes=flt.scopes,
+            types=flt.types,
+            kinds=flt.kinds,
+            tags=flt.tags,
+            lifecycles=flt.lifecycles,
+            created_after=flt.created_after,
+            created_before=flt.created_before,
+            subject_prefix=flt.subject_prefix,
+            ids=tuple(names.values()),
+            include_expired=flt.include_expired,
+            now=flt.now,
         )
         return set(self.store.rowids(flt_ids).tolist())
 
     def search(
-        self, query: str, flt: RecordFilter, k: int, *, candidates: int = 50, now: float | None = None
+        self,
+        query: str,
+        flt: RecordFilter,
+        k: int,
+        *,
+        candidates: int = 50,
+        now: float | None = None,
     ) -> list[Hit]:
         pool = max(candidates, k)
         lexical = [kid for kid, _ in self.store.search_lexical(match_query(query), flt, pool)]
@@ -114,7 +129,7 @@ class HybridSearcher:
         if self.embedder is not None:
             vector = self.vector_search(self.embedder.embed_query(query), flt, pool)
         fused = rrf(lexical, vector)
-        return self._rerank(fused[: pool], k, now if now is not None else time.time())
+        return self._rerank(fused[:pool], k, now if now is not None else time.time())
 
     def _rerank(self, fused: list[Candidate], k: int, now: float) -> list[Hit]:
         items = {s.knowledge_id: s for s in self.store.get_many([c.knowledge_id for c in fused])}
@@ -137,8 +152,13 @@ class HybridSearcher:
 
 def _is_trivial(flt: RecordFilter) -> bool:
     return (
-        flt.scopes is None and flt.types is None and flt.kinds is None and flt.tags is None
-        and flt.created_after is None and flt.created_before is None
-        and flt.subject_prefix is None and flt.ids is None
+        flt.scopes is None
+        and flt.types is None
+        and flt.kinds is None
+        and flt.tags is None
+        and flt.created_after is None
+        and flt.created_before is None
+        and flt.subject_prefix is None
+        and flt.ids is None
         and flt.lifecycles in (None, (Lifecycle.ACTIVE,))
     )

@@ -52,6 +52,15 @@ class StoredRecord:
 
 
 @dataclass(frozen=True, slots=True)
+class StateRow:
+    """A record's node state without its body: what ranking needs, read without decoding."""
+
+    knowledge_id: str
+    type: KnowledgeType
+    state: RecordState
+
+
+@dataclass(frozen=True, slots=True)
 class Change:
     seq: int
     hlc: int
@@ -83,6 +92,8 @@ class RecordFilter:
     created_before: str | None = None
     subject_prefix: str | None = None
     ids: tuple[str, ...] | None = None
+    subjects: tuple[str, ...] | None = None  # core.subject is exactly one of these
+    events: tuple[str, ...] | None = None  # decay_model.invalidation_events names any of these
     include_expired: bool = False
     now: float | None = None  # for TTL: records with expires_at <= now are hidden
 
@@ -179,6 +190,13 @@ class Store(Protocol):
     def touch(self, knowledge_ids: Sequence[str], when: float) -> None: ...
 
     def set_weight(self, knowledge_id: str, weight: float) -> None: ...
+
+    def states(
+        self, flt: RecordFilter, *, limit: int = 100, ranked: bool = False
+    ) -> list[StateRow]:
+        """State rows matching ``flt`` without reading bodies; ``ranked`` orders them by
+        weight (high first), then newest created_at, then knowledge_id — else by rowid."""
+        ...
 
     def get_meta(self, key: str) -> str | None: ...
 

@@ -75,6 +75,15 @@ MIGRATIONS: tuple[str, ...] = (
         PRIMARY KEY (rid, day)
     );
     """,
+    # 3: invalidation event names per record (meta.decay_model.invalidation_events), so
+    # firing an event finds its records through an index instead of decoding every body.
+    """
+    CREATE TABLE record_events (
+        rid   INTEGER NOT NULL REFERENCES records(rowid),
+        event TEXT NOT NULL,
+        PRIMARY KEY (event, rid)
+    );
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -52,6 +52,15 @@ def where_clause(flt: RecordFilter) -> tuple[str, list[Any]]:
     if flt.ids is not None:
         parts.append(f"r.knowledge_id IN ({_marks(len(flt.ids))})")
         params.extend(flt.ids)
+    if flt.subjects is not None:
+        parts.append(f"r.subject IN ({_marks(len(flt.subjects))})")
+        params.extend(flt.subjects)
+    if flt.events is not None:
+        parts.append(
+            "r.rowid IN (SELECT e.rid FROM record_events e "
+            f"WHERE e.event IN ({_marks(len(flt.events))}))"
+        )
+        params.extend(flt.events)
     if not flt.include_expired:
         parts.append("(r.expires_at IS NULL OR r.expires_at > ?)")
         params.append(flt.now if flt.now is not None else time.time())

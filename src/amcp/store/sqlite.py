@@ -23,7 +23,7 @@ import numpy as np
 from amcp.amf.canonical import canonical_packb
 from amcp.amf.ids import content_key, public_key_text, verify_integrity
 from amcp.amf.record import AMFRecord
-from amcp.amf.types import Lifecycle
+from amcp.amf.types import KnowledgeType, Lifecycle
 from amcp.errors import (
     AmcpError,
     ConflictError,
@@ -40,6 +40,7 @@ from amcp.store.base import (
     PutResult,
     RecordFilter,
     RecordState,
+    StateRow,
     StoredRecord,
     StoreStats,
 )
@@ -52,12 +53,11 @@ _STATE_COLS = (
     "r.sensitive, r.weight, r.access_count, r.last_access, r.stored_at, r.body, r.checksum"
 )
 _DAY = 86_400
+_EVENTS_MIGRATION = 3  # the schema version that added record_events (see _backfill_events)
 
 
 def _connect(path: Path, timeout_s: float) -> sqlite3.Connection:
-    conn = sqlite3.connect(
-        path, isolation_level=None, check_same_thread=False, timeout=timeout_s
-    )
+    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=timeout_s)
     conn.execute("PRAGMA foreign_keys=ON")
     return conn
 
@@ -121,6 +121,33 @@ class SQLiteStore:
                 except sqlite3.Error as exc:
                     self._db.execute("ROLLBACK")
                     raise StoreError(f"migration {number + 1} failed: {exc}") from exc
+            if version and version < _EVENTS_MIGRATION <= SCHEMA_VERSION:
+                self._backfill_events()
+
+    def _backfill_events(self) -> None:
+        # Migration 3 is SQL only and cannot read record bodies; fill its index here, once,
+        # for stores written before it existed (the bodies were verified when written).
+        rows = self._db.execute(
+            f"SELECT {_STATE_COLS} FROM records r WHERE r.body IS NOT NULL"  # noqa: S608
+        ).fetchall()
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            for row in rows:
+                found = self._decode(row)
+                if found.record is not None:
+                    self._index_events(int(row[0]), found.record)
+            self._db.execute("COMMIT")
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+
+    def _index_events(self, rowid: int | None, record: AMFRecord) -> None:
+        decay = record.meta.decay_model
+        events = (decay.invalidation_events or ()) if decay is not None else ()
+        self._db.executemany(
+            "INSERT OR IGNORE INTO record_events(rid, event) VALUES (?,?)",
+            [(rowid, e) for e in events],
+        )
 
     def _ensure_store_id(self) -> str:
         existing = self.get_meta("store_id")
@@ -259,10 +286,21 @@ class SQLiteStore:
                 " lifecycle, hlc, expires_at, sensitive, checksum, content_key, body, stored_at,"
                 " chain_seq) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                 (
-                    kid, record.type.value, record.kind, record.core.subject,
-                    record.meta.created_at, record.meta.created_by, lifecycle.value, hlc,
-                    expires_at, int(sensitive), record.integrity.checksum, content_key(record),
-                    body, time.time(), seq,
+                    kid,
+                    record.type.value,
+                    record.kind,
+                    record.core.subject,
+                    record.meta.created_at,
+                    record.meta.created_by,
+                    lifecycle.value,
+                    hlc,
+                    expires_at,
+                    int(sensitive),
+                    record.integrity.checksum,
+                    content_key(record),
+                    body,
+                    time.time(),
+                    seq,
                 ),
             )
             rowid = cur.lastrowid
@@ -274,6 +312,7 @@ class SQLiteStore:
                 "INSERT OR IGNORE INTO record_tags(rid, tag) VALUES (?,?)",
                 [(rowid, t) for t in record.tags],
             )
+            self._index_events(rowid, record)
             if index_text:
                 self._db.execute(
                     "INSERT INTO records_fts(rowid, terms) VALUES (?,?)", (rowid, index_text)
@@ -297,7 +336,11 @@ class SQLiteStore:
     ) -> None:
         with self.atomic():
             self._require_live(knowledge_id)
-            details = {"lifecycle": lifecycle.value, "reason": reason, "superseded_by": superseded_by}
+            details = {
+                "lifecycle": lifecycle.value,
+                "reason": reason,
+                "superseded_by": superseded_by,
+            }
             self._append_change(op, knowledge_id, hlc, details)
             self._db.execute(
                 "UPDATE records SET lifecycle=?, hlc=?, reason=COALESCE(?, reason),"
@@ -357,6 +400,7 @@ class SQLiteStore:
             self._db.execute("DELETE FROM records_fts WHERE rowid=?", (rowid,))
             self._db.execute("DELETE FROM vectors WHERE rowid=?", (rowid,))
             self._db.execute("DELETE FROM record_tags WHERE rid=?", (rowid,))
+            self._db.execute("DELETE FROM record_events WHERE rid=?", (rowid,))
             self._db.execute("DELETE FROM access_daily WHERE rid=?", (rowid,))
 
     def _require_live(self, knowledge_id: str, *, allow_purged: bool = False) -> int:
@@ -403,15 +447,57 @@ class SQLiteStore:
                 "UPDATE records SET weight=? WHERE knowledge_id=?", (weight, knowledge_id)
             )
 
+    def states(
+        self, flt: RecordFilter, *, limit: int = 100, ranked: bool = False
+    ) -> list[StateRow]:
+        where, params = where_clause(flt)
+        order = "r.weight DESC, r.created_at DESC, r.knowledge_id" if ranked else "r.rowid"
+        sql = (
+            "SELECT r.knowledge_id, r.type, r.lifecycle, r.hlc, r.superseded_by, r.reason,"
+            " r.expires_at, r.sensitive, r.weight, r.access_count, r.last_access, r.stored_at"
+            f" FROM records r WHERE {where} ORDER BY {order} LIMIT ?"  # noqa: S608
+        )
+        with self._lock:
+            rows = self._db.execute(sql, [*params, limit]).fetchall()
+        return [
+            StateRow(kid, KnowledgeType(ktype), RecordState(
+                lifecycle=Lifecycle(life), hlc=hlc, superseded_by=sup, reason=reason,
+                expires_at=exp, sensitive=bool(sens), weight=weight, access_count=count,
+                last_access=last, stored_at=stored,
+            ))
+            for kid, ktype, life, hlc, sup, reason, exp, sens, weight, count, last, stored in rows
+        ]
+
     # ------------------------------------------------------------------ reads
 
     def _decode(self, row: Sequence[Any]) -> StoredRecord:
-        (_rowid, kid, lifecycle, hlc, sup_by, reason, expires, sensitive, weight, count,
-         last, stored, body, checksum) = row
+        (
+            _rowid,
+            kid,
+            lifecycle,
+            hlc,
+            sup_by,
+            reason,
+            expires,
+            sensitive,
+            weight,
+            count,
+            last,
+            stored,
+            body,
+            checksum,
+        ) = row
         state = RecordState(
-            lifecycle=Lifecycle(lifecycle), hlc=hlc, superseded_by=sup_by, reason=reason,
-            expires_at=expires, sensitive=bool(sensitive), weight=weight, access_count=count,
-            last_access=last, stored_at=stored,
+            lifecycle=Lifecycle(lifecycle),
+            hlc=hlc,
+            superseded_by=sup_by,
+            reason=reason,
+            expires_at=expires,
+            sensitive=bool(sensitive),
+            weight=weight,
+            access_count=count,
+            last_access=last,
+            stored_at=stored,
         )
         if body is None:
             return StoredRecord(kid, state, None)
@@ -456,13 +542,17 @@ class SQLiteStore:
     def count(self, flt: RecordFilter) -> int:
         where, params = where_clause(flt)
         with self._lock:
-            row = self._db.execute(f"SELECT COUNT(*) FROM records r WHERE {where}", params).fetchone()  # noqa: S608
+            row = self._db.execute(
+                f"SELECT COUNT(*) FROM records r WHERE {where}", params
+            ).fetchone()
         return int(row[0])
 
     def rowids(self, flt: RecordFilter) -> np.ndarray:
         where, params = where_clause(flt)
         with self._lock:
-            rows = self._db.execute(f"SELECT r.rowid FROM records r WHERE {where}", params).fetchall()  # noqa: S608
+            rows = self._db.execute(
+                f"SELECT r.rowid FROM records r WHERE {where}", params
+            ).fetchall()
         return np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
 
     def search_lexical(self, terms: str, flt: RecordFilter, k: int) -> list[tuple[str, float]]:
@@ -472,7 +562,7 @@ class SQLiteStore:
         sql = (
             "SELECT r.knowledge_id, bm25(records_fts) AS score FROM records_fts "
             "JOIN records r ON r.rowid = records_fts.rowid "
-            f"WHERE records_fts MATCH ? AND {where} ORDER BY score LIMIT ?"  # noqa: S608
+            f"WHERE records_fts MATCH ? AND {where} ORDER BY score LIMIT ?"
         )
         with self._lock:
             try:
@@ -560,18 +650,25 @@ class SQLiteStore:
             q = self._db.execute
             by_life = dict(q("SELECT lifecycle, COUNT(*) FROM records GROUP BY 1").fetchall())
             by_type = dict(
-                q("SELECT type, COUNT(*) FROM records WHERE lifecycle!='purged' GROUP BY 1")
-            .fetchall())
+                q(
+                    "SELECT type, COUNT(*) FROM records WHERE lifecycle!='purged' GROUP BY 1"
+                ).fetchall()
+            )
             scopes = dict(q("SELECT scope, COUNT(*) FROM record_scopes GROUP BY 1").fetchall())
             vectors = q("SELECT COUNT(*) FROM vectors").fetchone()[0]
             changes = q("SELECT COUNT(*) FROM changes").fetchone()[0]
             pages = q("PRAGMA page_count").fetchone()[0] * q("PRAGMA page_size").fetchone()[0]
         dim = self.get_meta("embedding_dim")
         return StoreStats(
-            records=sum(by_life.values()), by_lifecycle=by_life, by_type=by_type,
-            vectors=vectors, changes=changes, bytes=pages,
+            records=sum(by_life.values()),
+            by_lifecycle=by_life,
+            by_type=by_type,
+            vectors=vectors,
+            changes=changes,
+            bytes=pages,
             embedding_model=self.get_meta("embedding_model"),
-            embedding_dim=int(dim) if dim else None, schema_version=SCHEMA_VERSION,
+            embedding_dim=int(dim) if dim else None,
+            schema_version=SCHEMA_VERSION,
             scopes=scopes,
         )
 

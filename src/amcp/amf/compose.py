@@ -1,0 +1,114 @@
+"""Composing a record from keyword fields: the one place ``remember`` builds AMF."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+from amcp.amf.ids import build_record
+from amcp.amf.portable import subject_for
+from amcp.amf.record import AMFRecord, Annotation, Causal, Core, DecayModel, Meta
+from amcp.amf.timefmt import normalise_timestamp, utc_now
+from amcp.amf.types import KnowledgeType, Predicate
+from amcp.errors import ValidationError
+
+
+def enum_value(enum: Any, value: Any, field_name: str) -> Any:
+    """``enum(value)`` or a 400 naming the field and the allowed values."""
+    try:
+        return enum(value)
+    except ValueError as exc:
+        allowed = ", ".join(m.value for m in enum)
+        raise ValidationError(field_name, f"{value!r} is not one of {allowed}") from exc
+
+
+def compose_record(
+    text: str | None = None,
+    *,
+    type: KnowledgeType | str = KnowledgeType.FACT,
+    scope: str | Sequence[str] = "*",
+    subject: str | None = None,
+    predicate: Predicate | str = Predicate.EQUALS,
+    object: str | None = None,
+    confidence: float = 0.9,
+    condition: str | None = None,
+    evidence: Sequence[str] | None = None,
+    tags: Sequence[str] | None = None,
+    kind: str | None = None,
+    context: str | None = None,
+    created_at: Any = None,
+    created_by: str | None = None,
+    caused_by: Sequence[str] | None = None,
+    supersedes: str | None = None,
+    sample_size: int | None = None,
+    decay: DecayModel | None = None,
+    language: str | None = None,
+    ttl: float | None = None,
+    session: str | None = None,
+    extensions: Mapping[str, Any] | None = None,
+    key: Ed25519PrivateKey | None = None,
+) -> AMFRecord:
+    """Validate fields and build a sealed record (signed when ``key`` is given).
+
+    Without ``subject``/``object`` the triple is derived from the text by the portable rule
+    (``amcp.amf.portable``): subject = scope namespace + kind, predicate EQUALS, object =
+    the text. ``session`` adds ``session:S-…`` evidence; ``ttl`` is kept in
+    ``vendor_extensions["x-ttl"]`` and ``kind`` in ``x-kind``.
+    """
+    scopes = (scope,) if isinstance(scope, str) else tuple(scope)
+    if not scopes:
+        raise ValidationError("scope", "at least one scope is required ('*' = global)")
+    if text is None and object is None:
+        raise ValidationError("text", "give the memory's text (or core.object)")
+    if text is not None and not isinstance(text, str):
+        raise ValidationError("text", f"must be a string, not {text.__class__.__name__}")
+    ktype = enum_value(KnowledgeType, type, "type")
+    ext: dict[str, Any] = dict(extensions or {})
+    if kind:
+        ext["x-kind"] = kind
+    if ttl is not None:
+        if isinstance(ttl, bool) or not isinstance(ttl, int | float) or ttl < 0:
+            raise ValidationError("ttl", "must be a non-negative number of seconds")
+        ext["x-ttl"] = ttl
+    ev = list(evidence or [])
+    if session:
+        ev.append(session if session.startswith("session:") else f"session:{session}")
+    return build_record(
+        type=ktype,
+        core=Core.from_dict(
+            {
+                "subject": subject or subject_for(scopes[0], kind or "note"),
+                "predicate": enum_value(Predicate, predicate, "core.predicate").value,
+                "object": object if object is not None else text,
+                "confidence": confidence,
+                "condition": condition,
+                "evidence": ev or None,
+                "sample_size": sample_size,
+            }
+        ),
+        meta=Meta.from_dict(
+            {
+                "created_at": normalise_timestamp(created_at, "created_at")
+                if created_at is not None
+                else utc_now(),
+                "created_by": created_by or "amcp://db.amcp.local",
+                "project_scope": list(scopes),
+                "language": language,
+                "decay_model": decay.to_dict() if decay else None,
+            }
+        ),
+        annotation=Annotation.from_dict(
+            {
+                "natural_language": text,
+                "tags": list(tags) if tags else None,
+                "context_hint": context,
+            }
+        ),
+        causal=Causal(caused_by=tuple(caused_by) if caused_by else None, supersedes=supersedes)
+        if caused_by or supersedes
+        else None,
+        vendor_extensions=ext,
+        key=key,
+    )
