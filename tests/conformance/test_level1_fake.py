@@ -11,7 +11,6 @@ from tests.conformance.kit import FAST, FakeNode, Faults, RawServer, silent
 from amcp.conformance import LEVEL_1, run_level
 
 
-
 def failed_ids(faults: Faults) -> set[str]:
     with FakeNode.running(faults) as node:
         report = run_level(node.host, node.port, config=FAST)

@@ -388,7 +388,7 @@ class Peer:
                 "task": "AMCP Level-1 conformance run",
                 "project": scope,
                 "project_scope": scope,
-                "budget_tokens": 2000,
+                "budget_tokens": 8000,  # PROFILE §7 zones need room; 2000 is refused by some nodes
             },
         )
         if self.session.state is not SessionState.ACTIVE:

@@ -1,0 +1,56 @@
+"""``amcp conformance HOST:PORT``: run the conformance kit against any AMCP node.
+
+Registered in app.py with ``app.command("conformance")(conformance)``. Exit codes: 0 every
+test passed, 1 a test failed (or the target is unusable), 2 the requested level has
+upstream tests the kit does not implement yet — so a script can never mistake "not
+tested" for "passed".
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from amcp.cli.common import friendly, out
+from amcp.conformance import KitConfig, TestResult, parse_target, print_report, run_level
+
+
+@friendly
+def conformance(
+    target: Annotated[str, typer.Argument(help="The node under test, HOST:PORT.")],
+    level: Annotated[
+        int, typer.Option("--level", "-l", min=1, max=3, help="Conformance level 1, 2 or 3.")
+    ] = 1,
+    json_out: Annotated[
+        Path | None, typer.Option("--json-out", help="Also write the JSON report here.")
+    ] = None,
+    timeout: Annotated[
+        float, typer.Option(min=0.1, help="Seconds to wait for each expected reply.")
+    ] = 5.0,
+    *,
+    silence_window: Annotated[
+        float, typer.Option(min=0.1, help="T1-07: seconds of required silence (upstream: 5).")
+    ] = 5.0,
+    scope: Annotated[
+        str, typer.Option(help="Project scope the kit's test records are written into.")
+    ] = "amcp-conformance",
+    bearer: Annotated[
+        str | None, typer.Option(help="Bearer token for nodes whose access policy needs one.")
+    ] = None,
+) -> None:
+    """Run the AMCP conformance tests against a node and print a pass/fail table."""
+    host, port = parse_target(target)
+    config = KitConfig(timeout=timeout, silence_window=silence_window, scope=scope, bearer=bearer)
+
+    def progress(result: TestResult) -> None:
+        verdict = "[green]PASS[/green]" if result.passed else "[red]FAIL[/red]"
+        out.print(f"[dim]{result.id} {result.name}[/dim] {verdict}")
+
+    report = run_level(host, port, level, timeout, config=config, on_result=progress)
+    print_report(report, out)
+    if json_out is not None:
+        report.write_json(json_out)
+        out.print(f"JSON report written to {json_out}")
+    raise typer.Exit(report.exit_code())
