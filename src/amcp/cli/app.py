@@ -317,6 +317,11 @@ def demo(
     run_demo(directory, embedder)
 
 
+from amcp.cli.conformance_cmd import conformance  # noqa: E402 - registered after the core commands
+
+app.command("conformance")(conformance)
+
+
 def main() -> None:
     app()
 
