@@ -45,14 +45,14 @@ def evaluate(rows: list[dict[str, object]]) -> tuple[dict[str, object], list[str
     for row in rows:
         gold = set(row["labels"])  # type: ignore[call-overload]
         pred = predict(str(row["role"]), str(row["content"]))
-        for cat in counts:
+        for cat, c in counts.items():
             if cat in pred and cat in gold:
-                counts[cat]["tp"] += 1
+                c["tp"] += 1
             elif cat in pred:
-                counts[cat]["fp"] += 1
+                c["fp"] += 1
                 errors.append(f"FP {cat:16} {row['content']}")
             elif cat in gold:
-                counts[cat]["fn"] += 1
+                c["fn"] += 1
                 errors.append(f"FN {cat:16} {row['content']}")
     per = {cat: prf(c["tp"], c["fp"], c["fn"]) for cat, c in counts.items()}
     total = Counter[str]()
@@ -76,7 +76,8 @@ def main() -> int:
     t0 = time.perf_counter()
     report: dict[str, object] = {
         "data": str(args.data.relative_to(ROOT) if args.data.is_relative_to(ROOT) else args.data),
-        "platform": {"python": sys.version.split()[0], "implementation": platform.python_implementation(),
+        "platform": {"python": sys.version.split()[0],
+                     "implementation": platform.python_implementation(),
                      "system": platform.system(), "release": platform.release(),
                      "machine": platform.machine(), "processor": platform.processor()},
         "splits": {},
@@ -88,8 +89,8 @@ def main() -> int:
             continue
         result, errors = evaluate(part)
         splits[split] = result
-        print(f"\n== {split}: {len(part)} turns "
-              f"(en {sum(r['lang'] == 'en' for r in part)}, zh {sum(r['lang'] == 'zh' for r in part)})")
+        n_en = sum(r["lang"] == "en" for r in part)
+        print(f"\n== {split}: {len(part)} turns (en {n_en}, zh {len(part) - n_en})")
         print(f"{'category':18} {'P':>6} {'R':>6} {'F1':>6}  tp fp fn")
         per = result["per_category"]
         assert isinstance(per, dict)

@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+import pytest
+
 from amcp.agent.capture import (
     CaptureConfig,
     CaptureEngine,
@@ -97,15 +99,18 @@ def _turns(n: int) -> Iterator[dict[str, Any]]:
              ("assistant", "The test fails because the fixture returns None."),
              ("user", "我们决定用Redis做缓存。"), ("assistant", "好的，我会调整配置。"),
              ("user", "I prefer short answers."), ("assistant", "Noted."),
-             ("user", "The migration is done, what's next?"),
+             ("user", "The migration is done. What's next?"),
              ("assistant", "Next is the API cleanup in the billing service."),
-             ("user", "By the way, my GitHub token is ghp_R8kd92LmQzXv71PpW0aTyUe5nBc4Hs3JfG6d"),
+             ("user", "By the way, the weekend hike starts at the north trail."),
              ("user", "ok thanks")]
     for i in range(n):
         role, text = lines[i % len(lines)]
+        if i % 997 == 0:  # secrets are rare in real transcripts, and the costliest path
+            role, text = "user", "my GitHub token is ghp_R8kd92LmQzXv71PpW0aTyUe5nBc4Hs3JfG6d"
         yield {"role": role, "content": f"{text} #{i}"}
 
 
+@pytest.mark.slow
 def test_100k_turn_stream_is_bounded() -> None:
     # Bounded memory: the engine's internal buffers never grow past their caps, and the
     # outputs are consumed as a stream (never materialised as a list).

@@ -70,7 +70,11 @@ _PLACEHOLDER_WORDS = re.compile(
     re.I,
 )
 _NOT_VALUES = frozenset(
-    ["none", "null", "nil", "true", "false", "required", "optional", "string", "str", "password", "token", "secret", "key", "value", "empty", "unset", "set", "here", "there", "what", "which"]
+    [
+        "none", "null", "nil", "true", "false", "required", "optional", "string", "str",
+        "password", "token", "secret", "key", "value", "empty", "unset", "set", "here", "there",
+        "what", "which",
+    ]
 )
 _TRAILING = re.compile(r"[.,;:!?)\]}'\"，。；：！？）]+$")
 
@@ -78,14 +82,15 @@ _TRAILING = re.compile(r"[.,;:!?)\]}'\"，。；：！？）]+$")
 # Everything below needs one of these substrings; checking for them first keeps the
 # common case (no secret at all) to one scan of the text.
 _HINT = (
-    "sk-", "sk_", "rk_", "gh", "akia", "asia", "xox", "eyj", "aiza", "glpat", "private key", "://",
+    "sk-", "sk_", "rk_", "ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat", "akia", "asia",
+    "xox", "eyj", "aiza", "glpat", "private key", "://",
     "pass", "pwd", "pin", "secret", "token", "key", "密码", "口令", "密钥", "秘钥", "令牌",
 )
 
 
 def _hinted(text: str) -> bool:
     low = text.lower()
-    for k in _HINT:  # a loop, not any(genexpr): this runs on every turn
+    for k in _HINT:  # noqa: SIM110 - any(genexpr) is slower on this hot path
         if k in low:
             return True
     return False
@@ -148,13 +153,14 @@ def find_credentials(text: str, *, guarded: bool = True) -> list[CredentialHit]:
         return []
     hits: list[CredentialHit] = []
     taken: list[tuple[int, int]] = []
-    example_lines = (
-        [(a, b) for a, b in _line_spans(text) if _EXAMPLE.search(text[a:b])] if guarded else []
-    )
+    example_lines: list[tuple[int, int]] | None = None if guarded else []
 
     def free(a: int, b: int) -> bool:
+        nonlocal example_lines
         if any(a < y and x < b for x, y in taken):
             return False
+        if example_lines is None:  # computed once, and only when something matched
+            example_lines = [(x, y) for x, y in _line_spans(text) if _EXAMPLE.search(text[x:y])]
         return not any(x <= a <= y for x, y in example_lines)
 
     def add(hit: CredentialHit) -> None:

@@ -55,7 +55,7 @@ class Predicate(StrEnum):
 
 
 class Importance(IntEnum):
-    """Stars. Only 3..5 are produced by R1; checkpoints use 2 because the next one supersedes them."""
+    """Stars. R1 produces 3..5; checkpoints use 2 because the next one supersedes them."""
 
     LOW = 2
     NORMAL = 3

@@ -32,7 +32,10 @@ _ASKS: tuple[tuple[Category, re.Pattern[str]], ...] = (
     (Category.PROJECT_STATE, re.compile(r"\b(?:status|blocked|done|released|progress|state)\b|"
                                         r"进度|状态|卡在|完成|上线", re.I)),
 )
-_ACK = r"(?:ok(?:ay)?|thanks?(?: you)?|thx|cool|great|nice|yes|no|sure|got it|好的?|谢谢|嗯|行|可以)"
+_ACK = (
+    r"(?:ok(?:ay)?|thanks?(?: you)?|thx|cool|great|nice|yes|no|sure|got it|"
+    r"好的?|谢谢|嗯|行|可以)"
+)
 _TRIVIAL = re.compile(rf"^{_ACK}(?:[\s,，.!。！]+{_ACK})*[\s.!。！]*$", re.I)
 
 

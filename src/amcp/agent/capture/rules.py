@@ -83,7 +83,9 @@ _ZH_QUESTION = re.compile(
     r"[吗呢么嘛][？?。！!\s]*$|[？?]|是不是|要不要|能不能|有没有|会不会|可不可以|用不用|"
     r"对不对|该不该|什么|哪里|哪个|哪儿|哪些|谁|怎么|为什么|多少|是否|如何"
 )
-_ZH_HYPOTHETICAL = re.compile(r"如果|假如|假设|要是|万一|倘若|假若|设想|想象一下|比如|例如|举个例子|就算|即使|比方说")
+_ZH_HYPOTHETICAL = re.compile(
+    r"如果|假如|假设|要是|万一|倘若|假若|设想|想象一下|比如|例如|举个例子|就算|即使|比方说"
+)
 _ZH_THIRD = re.compile(
     r"^(?:他|她|它|他们|她们|别人|人家|有人|朋友|同事|老板|小[\u4e00-\u9fff]|"
     r"我(?:的)?(?:朋友|同事|老板|妈妈|妈|爸爸|爸|老婆|老公|女朋友|男朋友|哥哥|姐姐|弟弟|妹妹|"
@@ -116,7 +118,7 @@ def _hinted(hint: tuple[str, ...], low: str) -> bool:
     # A plain loop: `any(genexpr)` costs more in generator setup than the scans themselves.
     if not hint:
         return True
-    for k in hint:
+    for k in hint:  # noqa: SIM110 - any(genexpr) is slower on this hot path
         if k in low:
             return True
     return False

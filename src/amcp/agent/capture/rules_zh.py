@@ -6,6 +6,7 @@ few famous ambiguities are handled explicitly: 我会 is both "I will" and "I ca
 require a time word), 我叫了 is "I ordered", 不要紧 is "never mind".
 """
 
+# ruff: noqa: E501 - pattern tables (with double-width CJK) read better unwrapped than split mid-regex
 from __future__ import annotations
 
 import re

@@ -30,10 +30,30 @@ _SPACES = re.compile(r"\s+")
 _PUNCT_EDGES = re.compile(r"^[\s,;:.!?，。；：！？、…—-]+|[\s,;:.!?，。；：！？、…—-]+$")
 
 EN_STOP = frozenset(
-    ["a", "an", "the", "and", "or", "but", "if", "so", "of", "to", "in", "on", "at", "by", "for", "with", "from", "as", "is", "are", "was", "were", "be", "been", "being", "am", "do", "does", "did", "done", "have", "has", "had", "having", "i", "me", "my", "mine", "we", "us", "our", "you", "your", "he", "him", "his", "she", "her", "they", "them", "their", "it", "its", "this", "that", "these", "those", "there", "here", "what", "which", "who", "whom", "whose", "when", "where", "why", "how", "all", "any", "both", "each", "few", "more", "most", "other", "some", "such", "no", "nor", "not", "only", "own", "same", "than", "too", "very", "can", "will", "just", "should", "now", "also", "into", "about", "over", "after", "before", "again", "then", "once", "up", "down", "out", "off", "under", "above", "below", "between", "through", "during", "while", "would", "could", "might", "must", "shall", "may", "let", "lets", "let's", "i'm", "i'll", "i've", "i'd", "we're", "we'll", "we've", "you're", "it's", "that's", "don't", "doesn't", "didn't", "can't", "won't", "isn't", "aren't", "wasn't", "ok", "okay", "yes", "yeah", "thanks", "thank", "please", "sure", "well", "really", "like", "get", "got", "make", "made", "know", "think", "want", "need", "one", "two", "going", "go", "see", "look", "way", "thing", "things", "something", "anything", "use", "used", "using", "still", "yet"]
+    [
+        "a", "an", "the", "and", "or", "but", "if", "so", "of", "to", "in", "on", "at", "by",
+        "for", "with", "from", "as", "is", "are", "was", "were", "be", "been", "being", "am",
+        "do", "does", "did", "done", "have", "has", "had", "having", "i", "me", "my", "mine",
+        "we", "us", "our", "you", "your", "he", "him", "his", "she", "her", "they", "them",
+        "their", "it", "its", "this", "that", "these", "those", "there", "here", "what",
+        "which", "who", "whom", "whose", "when", "where", "why", "how", "all", "any", "both",
+        "each", "few", "more", "most", "other", "some", "such", "no", "nor", "not", "only",
+        "own", "same", "than", "too", "very", "can", "will", "just", "should", "now", "also",
+        "into", "about", "over", "after", "before", "again", "then", "once", "up", "down",
+        "out", "off", "under", "above", "below", "between", "through", "during", "while",
+        "would", "could", "might", "must", "shall", "may", "let", "lets", "let's", "i'm",
+        "i'll", "i've", "i'd", "we're", "we'll", "we've", "you're", "it's", "that's", "don't",
+        "doesn't", "didn't", "can't", "won't", "isn't", "aren't", "wasn't", "ok", "okay", "yes",
+        "yeah", "thanks", "thank", "please", "sure", "well", "really", "like", "get", "got",
+        "make", "made", "know", "think", "want", "need", "one", "two", "going", "go", "see",
+        "look", "way", "thing", "things", "something", "anything", "use", "used", "using",
+        "still", "yet",
+    ]
 )
 # Function characters: a CJK bigram containing one of these carries little topic signal.
-_ZH_STOP_CHARS = frozenset("的了是在我你他她它们这那就也都和与把被吗呢吧啊呀哦嗯个有没不很还要会说去来到给对")
+_ZH_STOP_CHARS = frozenset(
+    "的了是在我你他她它们这那就也都和与把被吗呢吧啊呀哦嗯个有没不很还要会说去来到给对"
+)
 
 _FIRST_PERSON_EN: tuple[tuple[re.Pattern[str], str], ...] = tuple(
     (re.compile(p, re.I), r)

@@ -29,14 +29,16 @@ _MARKER = re.compile(
 )
 
 
-_MARKER_HINTS = ("by the way", "btw", "another", "note", "subject", "topic", "unrelated", "gears",
-                 "different", "moving on", "separate", "话题", "另", "顺便", "别的", "题外", "还有一件",
-                 "话说", "对了")
+_MARKER_HINTS = (
+    "by the way", "btw", "another", "note", "subject", "topic", "unrelated", "gears",
+    "different", "moving on", "separate", "话题", "另", "顺便", "别的", "题外", "还有一件",
+    "话说", "对了",
+)
 
 
 def _has_marker_hint(text: str) -> bool:
     low = text.lower()
-    for k in _MARKER_HINTS:  # substring scans first: the regex costs ~20 µs per turn
+    for k in _MARKER_HINTS:  # noqa: SIM110 - any(genexpr) is slower on this hot path
         if k in low:
             return True
     return False

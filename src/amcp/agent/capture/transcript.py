@@ -46,7 +46,8 @@ def flatten_content(content: Any) -> str | None:
             else:
                 raise ValidationError("content", f"block of type {type(block).__name__}")
         return "\n".join(parts) if parts else None
-    raise ValidationError("content", f"must be a string or a list of blocks, not {type(content).__name__}")
+    kind = type(content).__name__
+    raise ValidationError("content", f"must be a string or a list of blocks, not {kind}")
 
 
 def coerce_turn(turn: Turn | Mapping[str, Any], *, index: int) -> Turn:
