@@ -6,7 +6,7 @@ import asyncio
 import socket
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, suppress
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -96,10 +96,8 @@ class RawPeer:
 
     async def close(self) -> None:
         self.writer.close()
-        try:
+        with suppress(ConnectionError, OSError):
             await self.writer.wait_closed()
-        except (ConnectionError, OSError):
-            pass
 
 
 def hello_payload(identity: NodeIdentity | None = None, **over: Any) -> dict[str, Any]:

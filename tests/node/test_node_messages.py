@@ -5,11 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from tests.node.kit import client_for, make_memory, record, run, running
 
 from amcp.errors import AmcpError, ForbiddenError, ValidationError
 from amcp.memory import Memory
 from amcp.session import AccessPolicy
-from tests.node.kit import client_for, make_memory, record, run, running
 
 
 @pytest.fixture

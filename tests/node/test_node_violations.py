@@ -11,12 +11,12 @@ from pathlib import Path
 
 import msgpack
 import pytest
+from tests.node.kit import RawPeer, hello_payload, make_memory, run, running
 
 from amcp.memory import Memory
 from amcp.session import NodeIdentity
 from amcp.session.identity import b64url_encode
 from amcp.wire import MsgType, pack_raw_frame
-from tests.node.kit import RawPeer, hello_payload, make_memory, run, running
 
 M = MsgType
 CLOSE_WITHIN = 1.0  # PROFILE §2

@@ -51,6 +51,9 @@ M = MsgType
 # Reads by id this small are answered on the loop itself: a thread-pool hop costs more than
 # the lookup (bench/node_rtt.py). Anything larger, and every write, goes to a thread.
 INLINE_READ_IDS = 8
+# ...but at most this many per socket read, so a pipelined flood goes to the pool (and its
+# in-flight cap) instead of stalling every other connection on the loop.
+INLINE_PER_CHUNK = 4
 
 
 class NodeServer:
@@ -198,6 +201,7 @@ class _Connection:
         self.channel = Channel(session, max_payload=server.local.max_payload)
         self.peer: Peer | None = None
         self.inflight = 0
+        self.inline_budget = INLINE_PER_CHUNK
         self.tasks: set[asyncio.Task[None]] = set()
         self.timer: asyncio.TimerHandle | None = None
         self.timer_at: float | None = None
@@ -226,6 +230,7 @@ class _Connection:
                     self.partial_since = now if self.channel.buffered else None
                 elif self.channel.buffered and self.partial_since is None:
                     self.partial_since = now
+                self.inline_budget = INLINE_PER_CHUNK
                 self.on_events(events)
                 if self.flush():
                     break
@@ -233,6 +238,10 @@ class _Connection:
                 # Backpressure: do not read more from a peer that does not read its replies.
                 if self.transport.get_write_buffer_size() > limits.write_high_water:
                     await self.drain()
+                else:
+                    # A chunk full of pipelined requests must not monopolise the loop:
+                    # StreamReader.read() returns buffered data without suspending.
+                    await asyncio.sleep(0)
         except (ConnectionError, OSError):
             pass
         finally:
@@ -279,8 +288,10 @@ class _Connection:
         peer = self.peer
         assert peer is not None  # requests only arrive after the hello
         if mt is M.SESSION_BEGIN or (
-            self.server.inline_reads and mt is M.MEMORY_READ and _small_id_read(frame.payload)
+            self.inline_budget > 0 and self.server.inline_reads and mt is M.MEMORY_READ
+            and _small_id_read(frame.payload)
         ):
+            self.inline_budget -= 1
             self.answer(frame, self.run_inline(frame, peer))
             return
         self.inflight += 1
