@@ -1,0 +1,159 @@
+"""``amcp serve`` (run the node) and ``amcp trust anchor|issue|show`` (its certificates).
+
+Register in ``amcp.cli.app``::
+
+    from amcp.cli.serve_cmd import serve, trust_app
+    app.command()(serve); app.add_typer(trust_app, name="trust")
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from amcp.cli.common import friendly, open_memory, out, store_path
+
+trust_app = typer.Typer(help="Trust anchors and node certificates (X.509, Ed25519).",
+                        no_args_is_help=True)
+
+
+HostOpt = Annotated[str, typer.Option(help="TCP address to listen on ('' = TCP off).")]
+PortOpt = Annotated[int, typer.Option(help="TCP port (default 7707).")]
+UnixOpt = Annotated[Path | None, typer.Option("--unix", help="Also listen on this unix socket.")]
+StoreOpt = Annotated[
+    Path | None, typer.Option("--store", "-s", help="Store file (default $AMCP_HOME/memory.db).")
+]
+PolicyOpt = Annotated[Path | None, typer.Option(help="Access policy (TOML/JSON); default: open.")]
+AnchorOpt = Annotated[Path | None, typer.Option(help="Trust anchors (PEM) for verified peers.")]
+CertOpt = Annotated[Path | None, typer.Option(help="This node's certificate chain (PEM).")]
+
+
+@friendly
+def serve(
+    host: HostOpt = "127.0.0.1",
+    port: PortOpt = 7707,
+    unix: UnixOpt = None,
+    store: StoreOpt = None,
+    policy: PolicyOpt = None,
+    anchor: AnchorOpt = None,
+    cert: CertOpt = None,
+    embedder: Annotated[str, typer.Option("--embedder", "-e")] = "auto",
+) -> None:
+    """Run the AMCP node until interrupted."""
+    from amcp.node.server import NodeServer
+    from amcp.session import AccessPolicy, TrustLevel
+    from amcp.session.trust import load_anchors
+
+    access = AccessPolicy.load(policy) if policy is not None else None
+    anchors = load_anchors(anchor) if anchor is not None else ()
+    chain = cert.read_text(encoding="ascii") if cert is not None else None
+    with open_memory(store, embedder, create=True) as mem:
+        server = NodeServer(
+            mem, policy=access, anchors=anchors, cert_chain=chain,
+            trust_level=TrustLevel.VERIFIED if chain else TrustLevel.LOCAL,
+        )
+
+        async def main() -> None:
+            await server.start(host or None, port, unix=unix)
+            where = [f"{host}:{server.port}"] if host else []
+            if unix is not None:
+                where.append(f"unix:{unix}")
+            out.print(f"amcp node {server.node_uri}")
+            out.print(f"store {store_path(store)}; listening on {', '.join(where)}")
+            if access is None and host and host not in ("127.0.0.1", "::1", "localhost"):
+                out.print("[yellow]warning[/yellow]: no --policy: every peer may read and write")
+            target = f'None, unix="{unix}"' if not host else f'"{host}", {server.port}'
+            out.print("connect from Python:\n"
+                      "    from amcp.node import SyncClient\n"
+                      f"    with SyncClient.connect({target}) as node:\n"
+                      "        print(node.health())\n"
+                      f"    # async: client = await amcp.node.connect({target})")
+            try:
+                await server.serve_forever()
+            finally:
+                await server.close()
+
+        with contextlib.suppress(KeyboardInterrupt, asyncio.CancelledError):
+            asyncio.run(main())
+
+
+@trust_app.command("anchor")
+@friendly
+def trust_anchor(
+    name: Annotated[str, typer.Option(help="Common name of the anchor (CA).")],
+    out_dir: Annotated[Path, typer.Option("--out", help="Directory for anchor.pem + key.")],
+    days: int = 3650,
+) -> None:
+    """Create a trust anchor: a self-signed Ed25519 CA certificate and its key (0600)."""
+    from amcp.session.identity import write_private_pem
+    from amcp.session.trust import certs_to_pem, create_anchor
+
+    cert, key = create_anchor(name, days=days)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "anchor.pem").write_text(certs_to_pem([cert]), encoding="ascii")
+    write_private_pem(out_dir / "anchor_key.pem", key)
+    out.print(f"anchor {name}: {out_dir / 'anchor.pem'} (key {out_dir / 'anchor_key.pem'})")
+
+
+@trust_app.command("issue")
+@friendly
+def trust_issue(
+    anchor_cert: Annotated[Path, typer.Option("--anchor", help="Issuer certificate (PEM).")],
+    anchor_key: Annotated[Path, typer.Option("--anchor-key", help="Issuer private key (PEM).")],
+    out_file: Annotated[Path, typer.Option("--out", help="Where to write the chain (PEM).")],
+    public_key: Annotated[str | None, typer.Option(help="Peer's Ed25519 key (base64url).")] = None,
+    store: Annotated[
+        Path | None, typer.Option("--store", "-s", help="Certify this store's node key.")
+    ] = None,
+    node_uri: Annotated[str | None, typer.Option(help="Node URI to bind (SubjectAltName).")] = None,
+    days: int = 365,
+) -> None:
+    """Issue a node certificate; writes leaf + issuer (what a hello's cert_chain holds)."""
+    from amcp.keyring import Keyring
+    from amcp.session.identity import b64url_decode, raw_public_key, read_private_pem
+    from amcp.session.trust import certs_to_pem, issue_certificate, load_pem_chain
+
+    issuer = load_pem_chain(anchor_cert.read_bytes())[0]
+    key = read_private_pem(anchor_key)
+    if (public_key is None) == (store is None):
+        raise typer.BadParameter("give --public-key or --store")
+    if public_key is not None:
+        pub = b64url_decode(public_key)
+    else:
+        ring = Keyring(store_path(store).parent / "keys")
+        pub = raw_public_key(ring.signing_key.public_key())
+    cert = issue_certificate(issuer, key, pub, node_address=node_uri, days=days)
+    out_file.parent.mkdir(parents=True, exist_ok=True)
+    out_file.write_text(certs_to_pem([cert, issuer]), encoding="ascii")
+    out.print(f"issued {cert.subject.rfc4514_string()} → {out_file}")
+
+
+@trust_app.command("show")
+@friendly
+def trust_show(pem: Annotated[Path, typer.Argument(help="A PEM certificate or chain.")]) -> None:
+    """Print each certificate of a chain: subject, issuer, validity, node URI, CA flag."""
+    from cryptography import x509
+
+    from amcp.session.trust import load_pem_chain
+
+    for i, cert in enumerate(load_pem_chain(pem.read_bytes())):
+        try:
+            uris = cert.extensions.get_extension_for_class(
+                x509.SubjectAlternativeName
+            ).value.get_values_for_type(x509.UniformResourceIdentifier)
+        except x509.ExtensionNotFound:
+            uris = []
+        try:
+            ca = cert.extensions.get_extension_for_class(x509.BasicConstraints).value.ca
+        except x509.ExtensionNotFound:
+            ca = False
+        out.print(f"[{i}] subject {cert.subject.rfc4514_string()}\n"
+                  f"    issuer  {cert.issuer.rfc4514_string()}\n"
+                  f"    valid   {cert.not_valid_before_utc:%Y-%m-%d} .. "
+                  f"{cert.not_valid_after_utc:%Y-%m-%d}\n"
+                  f"    ca      {ca}\n"
+                  f"    uri     {', '.join(uris) or '-'}")
