@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parent
 VENV = ROOT / ".venv"
 BIN = VENV / ("Scripts" if os.name == "nt" else "bin")
 PY = BIN / "python"
-EXTRAS = "embed,server,postgres,dev"
+EXTRAS = "embed,server,postgres,agents,dev"
 # Wheels that a machine keeps on disk (this project's CI machines keep torch's CPU build
 # there); pip's own configuration may already name it, passing it again is harmless.
 LOCAL_WHEELS = Path("/opt/wheels")
