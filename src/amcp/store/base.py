@@ -58,6 +58,7 @@ class StateRow:
     knowledge_id: str
     type: KnowledgeType
     state: RecordState
+    created_at: str | None = None  # meta.created_at, for recency without decoding the body
 
 
 @dataclass(frozen=True, slots=True)

@@ -454,8 +454,8 @@ class SQLiteStore:
         order = "r.weight DESC, r.created_at DESC, r.knowledge_id" if ranked else "r.rowid"
         sql = (
             "SELECT r.knowledge_id, r.type, r.lifecycle, r.hlc, r.superseded_by, r.reason,"
-            " r.expires_at, r.sensitive, r.weight, r.access_count, r.last_access, r.stored_at"
-            f" FROM records r WHERE {where} ORDER BY {order} LIMIT ?"  # noqa: S608
+            " r.expires_at, r.sensitive, r.weight, r.access_count, r.last_access, r.stored_at,"
+            f" r.created_at FROM records r WHERE {where} ORDER BY {order} LIMIT ?"
         )
         with self._lock:
             rows = self._db.execute(sql, [*params, limit]).fetchall()
@@ -464,8 +464,9 @@ class SQLiteStore:
                 lifecycle=Lifecycle(life), hlc=hlc, superseded_by=sup, reason=reason,
                 expires_at=exp, sensitive=bool(sens), weight=weight, access_count=count,
                 last_access=last, stored_at=stored,
-            ))
-            for kid, ktype, life, hlc, sup, reason, exp, sens, weight, count, last, stored in rows
+            ), created)
+            for kid, ktype, life, hlc, sup, reason, exp, sens, weight, count, last, stored, created
+            in rows
         ]
 
     # ------------------------------------------------------------------ reads
