@@ -1,0 +1,487 @@
+"""The HTTP API (FastAPI): a thin layer over ``Memory``.
+
+Handlers are sync functions (FastAPI runs them in its thread pool) and call ``Memory``
+under the per-memory lock of ``amcp.api.gate``; pydantic models from ``schemas`` validate
+input and document output; every ``AmcpError`` becomes a problem body in ``errors``.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
+from typing import Annotated, Any, TypeVar
+
+from fastapi import FastAPI, Path, Query, Request, Response
+from fastapi.concurrency import run_in_threadpool
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, StreamingResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from amcp.amf.types import KnowledgeType, Lifecycle
+from amcp.api import schemas as s
+from amcp.api.access import Caller, authenticate, build_policy
+from amcp.api.errors import problem_for
+from amcp.api.gate import lock_for
+from amcp.api.limits import BodyLimit
+from amcp.api.views import hit_out, item_out, write_out
+from amcp.errors import AmcpError, ForbiddenError, GoneError, NotFoundError, ValidationError
+from amcp.memory import Memory
+from amcp.session.policy import AccessPolicy, Mode
+from amcp.store.base import RecordFilter
+
+T = TypeVar("T")
+
+MAX_BODY = 1024 * 1024  # JSON requests: a memory is at most 32k characters
+MAX_IMPORT = 256 * 1024 * 1024  # an NDJSON import of a large store
+MAX_PAGE = 500
+EXPORT_CHUNK = 64 * 1024
+
+_ERRORS: dict[int | str, dict[str, Any]] = {
+    code: {"model": s.ProblemOut, "description": text}
+    for code, text in (
+        (400, "Invalid request (the field is named)"),
+        (401, "Bearer token missing or unknown"),
+        (403, "Token not allowed this scope"),
+        (404, "No such record"),
+        (409, "Conflicting state"),
+        (410, "Record purged or invalidated"),
+        (412, "Precondition failed"),
+        (413, "Body too large"),
+        (503, "Unavailable"),
+    )
+}
+
+KnowledgeId = Annotated[str, Path(min_length=1, max_length=s.MAX_NAME)]
+
+
+def create_app(
+    memory: Memory,
+    *,
+    policy: AccessPolicy | None = None,
+    tokens: Mapping[str, Sequence[str]] | None = None,
+    max_body: int = MAX_BODY,
+    max_import: int = MAX_IMPORT,
+    lifespan: Callable[[FastAPI], AbstractAsyncContextManager[None]] | None = None,
+) -> FastAPI:
+    """The HTTP API over ``memory``. ``policy``/``tokens`` turn on bearer auth
+    (``tokens``: {token: scope patterns it may read and write}). ``lifespan`` lets
+    ``serve_http`` run the MCP session manager alongside."""
+    access = build_policy(policy, tokens)
+    lock = lock_for(memory)
+    app = FastAPI(
+        title="amcp",
+        version="1.0",
+        summary="A memory node for AI agents (AMCP 1.0): remember, recall, query, context.",
+        lifespan=lifespan,
+    )
+    app.add_middleware(BodyLimit, default=max_body, overrides={"/v1/import": max_import})
+    _install_error_handlers(app)
+
+    def locked(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        with lock:
+            return fn(*args, **kwargs)
+
+    def caller(request: Request) -> Caller:
+        return authenticate(access, request.headers.get("authorization"))
+
+    def visible(who: Caller, knowledge_id: str) -> Any:
+        """The stored record if the caller may see it; 404 otherwise (scopes do not leak)."""
+        found = locked(memory.store.get, knowledge_id)
+        if found is None:
+            raise NotFoundError(f"no record {knowledge_id}")
+        if found.record is None:
+            if access is not None and who.patterns(Mode.READ) is not None:
+                raise NotFoundError(f"no record {knowledge_id}")
+            raise GoneError(f"{knowledge_id} was purged")
+        if not who.readable(found.record.meta.project_scope):
+            raise NotFoundError(f"no record {knowledge_id}")
+        return found
+
+    # ------------------------------------------------------------------ memories
+
+    @app.post(
+        "/v1/memories",
+        response_model=s.WriteOut,
+        status_code=201,
+        responses={200: {"model": s.WriteOut, "description": "Already stored"}, **_ERRORS},
+        tags=["memories"],
+    )
+    def remember(body: s.RememberIn, request: Request, response: Response) -> s.WriteOut:
+        """Store one memory (201), or name the identical one already stored (200)."""
+        who = caller(request)
+        who.check_write(body.scope)
+        fields = body.model_dump(exclude_none=True)
+        fields["type"] = body.type.value
+        outcome = locked(memory.remember, fields.pop("text"), **fields)
+        response.status_code = 201 if outcome.created else 200
+        return write_out(outcome)
+
+    @app.get("/v1/memories", response_model=s.ListOut, responses=_ERRORS, tags=["memories"])
+    def list_memories(
+        request: Request,
+        scope: Annotated[list[str] | None, Query(max_length=s.MAX_ITEMS)] = None,
+        type: Annotated[list[KnowledgeType] | None, Query(max_length=s.MAX_ITEMS)] = None,
+        tag: Annotated[list[str] | None, Query(max_length=s.MAX_ITEMS)] = None,
+        lifecycle: Annotated[list[Lifecycle] | None, Query(max_length=8)] = None,
+        after: Annotated[str | None, Query(max_length=s.MAX_NAME)] = None,
+        limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 100,
+    ) -> s.ListOut:
+        """List records in knowledge_id order; page with ``next_after``."""
+        who = caller(request)
+        if scope:
+            who.check_read(scope)
+        flt = RecordFilter(
+            scopes=tuple(scope) if scope else _opt(who.exact_read_scopes()),
+            types=tuple(type) if type else None,
+            tags=tuple(tag) if tag else None,
+            lifecycles=tuple(lifecycle) if lifecycle else (Lifecycle.ACTIVE,),
+        )
+        page = locked(memory.list_records, flt, limit=limit, after=after)
+        # The cursor follows the unfiltered page, so filtering by scope never ends paging early.
+        nxt = page[-1].knowledge_id if len(page) == limit else None
+        shown = [
+            it for it in page
+            if it.record is None or who.readable(it.record.meta.project_scope)
+        ]
+        if access is not None and who.patterns(Mode.READ) is not None:
+            shown = [it for it in shown if it.record is not None]
+        return s.ListOut(items=[item_out(it) for it in shown], next_after=nxt)
+
+    @app.get(
+        "/v1/memories/{knowledge_id}", response_model=s.ItemOut, responses=_ERRORS,
+        tags=["memories"],
+    )
+    def read_memory(
+        knowledge_id: KnowledgeId, request: Request, reveal: bool = False
+    ) -> s.ItemOut:
+        """One record with its state (sensitive content redacted unless ``reveal``)."""
+        who = caller(request)
+        visible(who, knowledge_id)
+        found = locked(memory.read, [knowledge_id], reveal=reveal)
+        if not found:
+            raise NotFoundError(f"no record {knowledge_id}")
+        return item_out(found[0])
+
+    @app.post(
+        "/v1/memories/{knowledge_id}/supersede",
+        response_model=s.WriteOut,
+        status_code=201,
+        responses=_ERRORS,
+        tags=["memories"],
+    )
+    def supersede(knowledge_id: KnowledgeId, body: s.SupersedeIn, request: Request) -> s.WriteOut:
+        """Replace a record with a new version; the old one stays, superseded."""
+        who = caller(request)
+        old = visible(who, knowledge_id)
+        who.check_write(old.record.meta.project_scope)
+        if body.scope is not None:
+            who.check_write(body.scope)
+        fields = body.model_dump(exclude_none=True)
+        if body.type is not None:
+            fields["type"] = body.type.value
+        return write_out(locked(memory.supersede, knowledge_id, fields.pop("text"), **fields))
+
+    @app.post(
+        "/v1/memories/{knowledge_id}/invalidate",
+        response_model=s.WriteOut,
+        responses=_ERRORS,
+        tags=["memories"],
+    )
+    def invalidate(knowledge_id: KnowledgeId, body: s.InvalidateIn, request: Request) -> s.WriteOut:
+        """Mark a record as wrong (kept, with the reason; no longer recalled)."""
+        who = caller(request)
+        found = visible(who, knowledge_id)
+        who.check_write(found.record.meta.project_scope)
+        return write_out(locked(memory.invalidate, knowledge_id, body.reason))
+
+    @app.post(
+        "/v1/memories/{knowledge_id}/purge",
+        response_model=s.WriteOut,
+        responses=_ERRORS,
+        tags=["memories"],
+    )
+    def purge(
+        knowledge_id: KnowledgeId, request: Request, body: s.PurgeIn | None = None
+    ) -> s.WriteOut:
+        """Erase a record's content for privacy; a tombstone stays so it never returns."""
+        who = caller(request)
+        found = visible(who, knowledge_id)
+        who.check_write(found.record.meta.project_scope)
+        reason = body.reason if body is not None else None
+        return write_out(locked(memory.purge, knowledge_id, reason))
+
+    # ------------------------------------------------------------------ reads
+
+    @app.post("/v1/recall", response_model=s.RecallOut, responses=_ERRORS, tags=["recall"])
+    def recall(body: s.RecallIn, request: Request) -> s.RecallOut:
+        """Hybrid (lexical + vector) search."""
+        who = caller(request)
+        if body.scope:
+            who.check_read(body.scope)
+        result = locked(
+            memory.recall,
+            body.query,
+            k=body.k,
+            scope=body.scope or who.exact_read_scopes(),
+            types=body.types,
+            tags=body.tags,
+            kinds=body.kinds,
+            created_after=body.created_after,
+            created_before=body.created_before,
+            lifecycles=body.lifecycles,
+            reveal=body.reveal,
+        )
+        hits = [
+            h for h in result.hits
+            if h.item.record is not None and who.readable(h.item.record.meta.project_scope)
+        ]
+        return s.RecallOut(
+            query=result.query, took_ms=round(result.took_ms, 3),
+            results=[hit_out(h) for h in hits],
+        )
+
+    @app.post("/v1/query", response_model=s.QueryOut, responses=_ERRORS, tags=["recall"])
+    def query(body: s.QueryIn, request: Request) -> s.QueryOut:
+        """Run one AMQL statement (RECALL, REMEMBER, FORGET, DISTILL)."""
+        who = caller(request)
+        words = body.amql.split(None, 1)
+        reading = bool(words) and words[0].upper() == "RECALL"
+        if not reading and access is not None and who.patterns(Mode.WRITE) == []:
+            raise ForbiddenError("this token may not write")
+        scopes = who.patterns(Mode.READ if reading else Mode.WRITE)
+        result = locked(memory.query, body.amql, scopes=scopes)
+        response = dict(result.to_response())
+        response["results"] = [
+            r for r in response.get("results", [])
+            if not isinstance(r, Mapping) or who.readable(_scopes_of(r))
+        ]
+        return s.QueryOut.model_validate(response)
+
+    @app.post("/v1/context", response_model=s.ContextOut, responses=_ERRORS, tags=["recall"])
+    def context(body: s.ContextIn, request: Request) -> s.ContextOut:
+        """A deterministic cold-boot context pack for a task within a token budget."""
+        who = caller(request)
+        if body.scopes:
+            who.check_read(body.scopes)
+        pack = locked(
+            memory.context,
+            body.task,
+            budget_tokens=body.budget_tokens,
+            project=body.project,
+            scopes=body.scopes or who.patterns(Mode.READ),
+            working_tokens=body.working_tokens,
+        )
+        return s.ContextOut(confirmation=pack.confirmation, pack=pack.to_dict())
+
+    @app.post("/v1/outcomes", response_model=s.OutcomeOut, responses=_ERRORS, tags=["recall"])
+    def outcomes(body: s.OutcomeIn, request: Request) -> s.OutcomeOut:
+        """Report success / failure / neutral for records an agent used; weights learn."""
+        who = caller(request)
+        for kid in body.knowledge_ids:
+            found = visible(who, kid)
+            who.check_write(found.record.meta.project_scope)
+        updates = locked(memory.outcome, body.knowledge_ids, body.result)
+        return s.OutcomeOut(
+            result=body.result,
+            updates=[
+                s.WeightOut(
+                    knowledge_id=u.knowledge_id, weight=u.weight, confidence=u.confidence,
+                    previous=u.previous,
+                )
+                for u in updates
+            ],
+        )
+
+    # ------------------------------------------------------------------ portability
+
+    @app.get(
+        "/v1/export",
+        responses={
+            200: {"content": {"application/x-ndjson": {"schema": {"type": "string"}}},
+                  "description": "amcp NDJSON export, streamed"},
+            **_ERRORS,
+        },
+        response_class=StreamingResponse,
+        tags=["portability"],
+    )
+    def export(request: Request, include_sensitive: bool = False) -> StreamingResponse:
+        """The whole store as NDJSON (header, one record per line, digest end marker)."""
+        who = caller(request)
+        who.check_everything(Mode.READ, "export")
+        # Written to a spooled file under the lock, then streamed without it: a slow
+        # client never holds the store, and the export is one consistent snapshot.
+        spool = tempfile.SpooledTemporaryFile(max_size=8 * 1024 * 1024, mode="w+b")  # noqa: SIM115 - closed by the stream
+        text = _TextSink(spool)
+        locked(memory.export, text, include_sensitive=include_sensitive)
+        spool.seek(0)
+        return StreamingResponse(
+            _chunks(spool), media_type="application/x-ndjson",
+            headers={"Content-Disposition": 'attachment; filename="amcp-export.ndjson"'},
+        )
+
+    @app.post(
+        "/v1/import",
+        response_model=s.ImportOut,
+        responses=_ERRORS,
+        tags=["portability"],
+        openapi_extra={
+            "requestBody": {
+                "required": True,
+                "content": {"application/x-ndjson": {"schema": {"type": "string"}}},
+            }
+        },
+    )
+    async def import_(request: Request) -> s.ImportOut:
+        """Import an NDJSON export (idempotent; purged records never come back).
+
+        Every line is parsed and scope-checked before anything is stored, so a malformed
+        line (400, naming the line) or a record outside the token's scopes (403) leaves the
+        store untouched.
+        """
+        who = caller(request)
+        body = await request.body()
+        lines = body.splitlines(keepends=True)
+        await run_in_threadpool(_precheck, lines, who)
+        report = await run_in_threadpool(locked, memory.import_, lines)
+        return s.ImportOut(
+            created=report.created, already=report.already, tombstones=report.tombstones,
+            refused_purged=report.refused_purged, state_changes=report.state_changes,
+            complete=report.complete, errors=list(report.errors),
+        )
+
+    @app.get("/v1/health", response_model=s.HealthOut, tags=["service"])
+    def health() -> s.HealthOut:
+        """Liveness and the store's size; needs no token."""
+        stats = locked(memory.stats)
+        return s.HealthOut(
+            status="ok", records=stats.records, embedding_model=stats.embedding_model,
+            auth=access is not None,
+        )
+
+    _tidy_openapi(app, auth=access is not None)
+    return app
+
+
+# ---------------------------------------------------------------------------- helpers
+
+
+def _opt(scopes: list[str] | None) -> tuple[str, ...] | None:
+    return tuple(scopes) if scopes else None
+
+
+def _scopes_of(amf: Mapping[str, Any]) -> list[str]:
+    meta = amf.get("meta")
+    scopes = meta.get("project_scope") if isinstance(meta, Mapping) else None
+    return [x for x in scopes if isinstance(x, str)] if isinstance(scopes, list) else []
+
+
+def _precheck(lines: Sequence[bytes], who: Caller) -> None:
+    """Parse every line and check its scopes before the import stores anything."""
+    for lineno, raw in enumerate(lines, start=1):
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise ValidationError(f"line {lineno}", f"invalid UTF-8 at byte {exc.start}") from None
+        if not text.strip():
+            continue
+        try:
+            obj = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ValidationError(f"line {lineno}", f"not JSON: {exc.msg}") from None
+        except RecursionError:
+            raise ValidationError(f"line {lineno}", "nested too deeply") from None
+        if not isinstance(obj, dict):
+            raise ValidationError(f"line {lineno}", "each line must be a JSON object")
+        if who.policy is None or "amcp_export" in obj or "amcp_export_end" in obj:
+            continue
+        if "tombstone" in obj:
+            who.check_everything(Mode.WRITE, f"line {lineno}: a tombstone")
+            continue
+        amf = obj.get("amf", obj)
+        scopes = _scopes_of(amf) if isinstance(amf, Mapping) else []
+        if not scopes:
+            raise ValidationError(f"line {lineno}", "record without meta.project_scope")
+        who.check_write(scopes)
+
+
+class _TextSink:
+    """The text-file face ``Memory.export`` writes to, over a binary spool."""
+
+    def __init__(self, raw: Any) -> None:
+        self._raw = raw
+
+    def write(self, text: str) -> int:
+        self._raw.write(text.encode("utf-8"))
+        return len(text)
+
+
+def _chunks(spool: Any) -> Iterator[bytes]:
+    try:
+        while chunk := spool.read(EXPORT_CHUNK):
+            yield chunk
+    finally:
+        spool.close()
+
+
+def _install_error_handlers(app: FastAPI) -> None:
+    def respond(status: int, body: dict[str, Any]) -> JSONResponse:
+        headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+        return JSONResponse(body, status_code=status, headers=headers)
+
+    async def amcp_error(_request: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, AmcpError)
+        p = problem_for(exc)
+        return respond(p.http_status, p.body())
+
+    async def invalid(_request: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, RequestValidationError)
+        errors = exc.errors()
+        first = errors[0] if errors else {}
+        loc = [str(x) for x in first.get("loc", ()) if x not in ("body", "query", "path")]
+        msg = str(first.get("msg", "invalid request"))
+        field = ".".join(loc) or None
+        body: dict[str, Any] = {"status": 400, "error": f"{field}: {msg}" if field else msg}
+        if field:
+            body["field"] = field
+        return respond(400, body)
+
+    async def http_error(_request: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, StarletteHTTPException)
+        return respond(exc.status_code, {"status": exc.status_code, "error": str(exc.detail)})
+
+    app.add_exception_handler(AmcpError, amcp_error)
+    app.add_exception_handler(RequestValidationError, invalid)
+    app.add_exception_handler(StarletteHTTPException, http_error)
+
+
+def _tidy_openapi(app: FastAPI, *, auth: bool) -> None:
+    """Validation failures answer 400 with a problem body, never FastAPI's 422, so the
+    422 entries FastAPI adds are dropped; with auth on, the bearer scheme is declared."""
+    base = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is not None:
+            return app.openapi_schema
+        doc = base()
+        for path in doc.get("paths", {}).values():
+            for op in path.values():
+                if isinstance(op, dict):
+                    op.get("responses", {}).pop("422", None)
+                    if auth and op.get("operationId", "").startswith("health") is False:
+                        op["security"] = [{"bearer": []}]
+        schemas = doc.get("components", {}).get("schemas", {})
+        schemas.pop("HTTPValidationError", None)
+        schemas.pop("ValidationError", None)
+        if auth:
+            doc.setdefault("components", {})["securitySchemes"] = {
+                "bearer": {"type": "http", "scheme": "bearer"}
+            }
+        app.openapi_schema = doc
+        return doc
+
+    app.openapi = openapi  # type: ignore[method-assign]  # FastAPI's documented override hook
+
+
+__all__ = ["create_app"]

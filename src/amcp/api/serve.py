@@ -1,0 +1,120 @@
+"""One process serving the HTTP API and MCP (streamable HTTP at ``/mcp``) over one Memory.
+
+``amcp serve`` and ``amcp http`` call ``serve_http``; tests call ``build_server_app`` and
+run it under uvicorn themselves.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import asynccontextmanager
+from typing import Any
+
+from fastapi import FastAPI
+from starlette.routing import Route
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from amcp.api.access import authenticate, build_policy
+from amcp.api.errors import problem_for
+from amcp.api.http import create_app
+from amcp.api.mcp_server import build_mcp
+from amcp.errors import AmcpError, ForbiddenError
+from amcp.memory import Memory
+from amcp.session.policy import AccessPolicy, Mode
+
+MCP_PATH = "/mcp"
+
+
+def build_server_app(
+    memory: Memory,
+    *,
+    host: str = "127.0.0.1",
+    policy: AccessPolicy | None = None,
+    tokens: Mapping[str, Sequence[str]] | None = None,
+    mcp: bool = True,
+) -> FastAPI:
+    """The HTTP API with the MCP streamable-HTTP transport mounted at ``/mcp``.
+
+    ``host`` matters to MCP: on a loopback host the SDK turns on DNS-rebinding protection
+    (Host/Origin must be loopback). With auth configured, ``/mcp`` needs a bearer token
+    that may read and write every scope ('*'): MCP tools do not carry per-scope checks.
+    """
+    if not mcp:
+        return create_app(memory, policy=policy, tokens=tokens)
+    server = build_mcp(memory)
+    sub = server.streamable_http_app(streamable_http_path=MCP_PATH, host=host)
+
+    @asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        # A mounted Starlette app's own lifespan does not run; the session manager does
+        # need its task group, so the API's lifespan runs it.
+        async with server.session_manager.run():
+            yield
+
+    app = create_app(memory, policy=policy, tokens=tokens, lifespan=lifespan)
+    access = build_policy(policy, tokens)
+    app.router.routes.append(
+        Route(MCP_PATH, endpoint=_McpGate(sub, access), include_in_schema=False)
+    )
+    return app
+
+
+class _McpGate:
+    """Bearer check in front of the MCP transport (when auth is configured)."""
+
+    def __init__(self, app: ASGIApp, policy: AccessPolicy | None) -> None:
+        self.app = app
+        self.policy = policy
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if self.policy is not None and scope["type"] == "http":
+            header = dict(scope.get("headers", ())).get(b"authorization")
+            try:
+                who = authenticate(self.policy, header.decode("latin-1") if header else None)
+                who.check_everything(Mode.READ, "MCP")
+                who.check_everything(Mode.WRITE, "MCP")
+            except (AmcpError, ForbiddenError) as exc:
+                await _problem(send, exc)
+                return
+        await self.app(scope, receive, send)
+
+
+async def _problem(send: Send, exc: AmcpError) -> None:
+    import json
+
+    p = problem_for(exc)
+    data = json.dumps(p.body()).encode()
+    headers: list[tuple[bytes, bytes]] = [
+        (b"content-type", b"application/json"),
+        (b"content-length", str(len(data)).encode()),
+    ]
+    if p.http_status == 401:
+        headers.append((b"www-authenticate", b"Bearer"))
+    await send({"type": "http.response.start", "status": p.http_status, "headers": headers})
+    await send({"type": "http.response.body", "body": data})
+
+
+async def serve_http(
+    memory: Memory,
+    host: str = "127.0.0.1",
+    port: int = 8765,
+    *,
+    policy: AccessPolicy | None = None,
+    tokens: Mapping[str, Sequence[str]] | None = None,
+    mcp: bool = True,
+    log_level: str = "warning",
+    **uvicorn_options: Any,
+) -> None:
+    """Serve the HTTP API (and MCP at ``/mcp`` unless ``mcp=False``) until cancelled or
+    interrupted. Runs in the caller's event loop, so ``amcp serve`` can run it next to
+    the AMCP node with ``asyncio.gather``."""
+    import uvicorn
+
+    app = build_server_app(memory, host=host, policy=policy, tokens=tokens, mcp=mcp)
+    config = uvicorn.Config(
+        app, host=host, port=port, log_level=log_level, lifespan="on", **uvicorn_options
+    )
+    await uvicorn.Server(config).serve()
+
+
+__all__ = ["MCP_PATH", "build_server_app", "serve_http"]

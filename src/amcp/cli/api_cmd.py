@@ -1,0 +1,93 @@
+"""``amcp mcp`` (MCP over stdio) and ``amcp http`` (HTTP API + MCP over streamable HTTP).
+
+Register in ``amcp.cli.app``::
+
+    from amcp.cli.api_cmd import http, mcp
+    app.command("mcp")(mcp)
+    app.command("http")(http)
+
+``python -m amcp.cli.api_cmd mcp --store ...`` runs the same commands standalone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from amcp.cli.common import err, friendly, open_memory, store_path
+
+StoreOpt = Annotated[
+    Path | None, typer.Option("--store", "-s", help="Store file (default $AMCP_HOME/memory.db).")
+]
+EmbedOpt = Annotated[
+    str, typer.Option("--embedder", "-e", help="auto | minilm | hashing | openai | none")
+]
+
+
+@friendly
+def mcp(store: StoreOpt = None, embedder: EmbedOpt = "auto") -> None:
+    """Serve the memory tools over MCP stdio (for Claude Desktop, Claude Code, ...)."""
+    from amcp.api.mcp_server import run_stdio
+
+    # stdout is the MCP channel: nothing else may be printed there.
+    with open_memory(store, embedder, create=True) as mem:
+        run_stdio(mem)
+
+
+def _tokens(values: list[str] | None) -> dict[str, list[str]] | None:
+    if not values:
+        return None
+    out: dict[str, list[str]] = {}
+    for value in values:
+        token, sep, scopes = value.partition("=")
+        if not sep or not token or not scopes:
+            raise typer.BadParameter(f"--token {value!r}: expected TOKEN=scope[,scope...]")
+        out[token] = [s for s in scopes.split(",") if s]
+    return out
+
+
+@friendly
+def http(
+    host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="TCP port.")] = 8765,
+    store: StoreOpt = None,
+    embedder: EmbedOpt = "auto",
+    policy: Annotated[
+        Path | None, typer.Option(help="Access policy (TOML/JSON) with bearer entries.")
+    ] = None,
+    token: Annotated[
+        list[str] | None,
+        typer.Option(help="TOKEN=scope[,scope]: a bearer token and its scopes (repeatable)."),
+    ] = None,
+    no_mcp: Annotated[bool, typer.Option("--no-mcp", help="Do not mount MCP at /mcp.")] = False,
+) -> None:
+    """Run the HTTP API (with MCP over streamable HTTP at /mcp) until interrupted."""
+    from amcp.api.serve import serve_http
+    from amcp.session.policy import AccessPolicy
+
+    access = AccessPolicy.load(policy) if policy is not None else None
+    tokens = _tokens(token)
+    with open_memory(store, embedder, create=True) as mem:
+        err.print(f"amcp HTTP API on http://{host}:{port}/v1 (store {store_path(store)})"
+                  + ("" if no_mcp else f"; MCP at http://{host}:{port}/mcp"))
+        if access is None and tokens is None and host not in ("127.0.0.1", "::1", "localhost"):
+            err.print("[yellow]warning[/yellow]: no --policy/--token: anyone may read and write")
+        with contextlib.suppress(KeyboardInterrupt, asyncio.CancelledError):
+            asyncio.run(
+                serve_http(mem, host, port, policy=access, tokens=tokens, mcp=not no_mcp)
+            )
+
+
+def _standalone() -> None:
+    app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False)
+    app.command("mcp")(mcp)
+    app.command("http")(http)
+    app()
+
+
+if __name__ == "__main__":
+    _standalone()
