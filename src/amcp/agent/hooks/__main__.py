@@ -1,0 +1,53 @@
+"""``python -m amcp.agent.hooks <event>``: the lean hook entry (the composition root).
+
+It imports neither Typer nor rich nor any model runtime, reads its configuration from the
+environment here and nowhere else, and always exits 0: a hook never breaks the agent.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from amcp.agent.hooks.claude_code import HookConfig, run_hook
+from amcp.agent.hooks.fastpath import NODE_PORT
+
+
+def config_from_env(env: Mapping[str, str]) -> HookConfig:
+    """``AMCP_HOME`` (store dir), ``AMCP_NODE`` (``host:port``, or ``off``),
+    ``AMCP_HOOK_CAPTURE=0`` to stop capturing prompts."""
+    home = Path(env["AMCP_HOME"]).expanduser() if env.get("AMCP_HOME") else Path.home() / ".amcp"
+    node: tuple[str, int] | None = ("127.0.0.1", NODE_PORT)
+    raw = env.get("AMCP_NODE", "").strip()
+    if raw.lower() in {"off", "none", "0", "no"}:
+        node = None
+    elif raw:
+        host, _, port = raw.rpartition(":")
+        try:
+            node = (host or "127.0.0.1", int(port))
+        except ValueError:
+            node = ("127.0.0.1", NODE_PORT)
+    return HookConfig(
+        home=home,
+        store=home / "memory.db",
+        node=node,
+        capture_prompts=env.get("AMCP_HOOK_CAPTURE", "1") != "0",
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    event = args[0] if args else ""
+    try:
+        data = sys.stdin.buffer.read().decode("utf-8", "replace")
+    except (OSError, ValueError):
+        data = ""
+    sys.stdout.write(run_hook(event, data, config_from_env(os.environ)))
+    sys.stdout.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,334 @@
+"""Where a hook gets its memories: a running node, or the SQLite store opened directly.
+
+Hooks run on every prompt, so neither path may load an embedding model:
+
+* **node** — a short TCP probe of the node's port (tens of milliseconds at worst); when
+  something listens there, the AMCP client asks the node, which already holds the model.
+* **local** — no node: the store is opened in this process with lexical-only recall
+  (``Memory(path, embedder=None, check_embedder=False)``) and a short lock timeout, so a
+  store locked by another writer costs a fraction of a second, not five. A store indexed
+  with the hashing embedder keeps hybrid recall (hashing needs no model); writes to a
+  MiniLM store are lexical-only until the next ``amcp reindex``.
+
+Nothing here imports torch, onnxruntime or fastapi; ``amcp.node`` is imported only when a
+node answers the probe.
+"""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+from amcp.errors import AmcpError
+
+if TYPE_CHECKING:
+    from amcp.amf.record import AMFRecord
+    from amcp.memory import Memory
+    from amcp.node.client import SyncClient
+
+NODE_PORT = 7707  # amcp.node.DEFAULT_PORT, repeated so the probe needs no amcp.node import
+POINTER_ID_CHARS = 14  # as amcp.cse.tiers: "K-" + 12 hex
+
+
+class NoStore(AmcpError):
+    """The store file does not exist yet (``amcp init`` has not run)."""
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryLine:
+    """One memory as a hook shows it."""
+
+    knowledge_id: str
+    type: str
+    scope: str
+    weight: float
+    text: str
+    kind: str | None = None
+
+    def pointer(self, limit: int = 80) -> str:
+        return (
+            f"{self.knowledge_id[:POINTER_ID_CHARS]} "
+            f"[{self.type} · {self.scope} · {self.weight:.2f}] {one_line(self.text, limit)}"
+        )
+
+    def summary(self, limit: int = 200) -> str:
+        return f"{self.knowledge_id[:POINTER_ID_CHARS]} [{self.type} · {self.scope}] " + (
+            one_line(self.text, limit)
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class NewMemory:
+    """A write a hook makes (a work boundary, a learning, a capture)."""
+
+    text: str
+    type: str
+    scope: str
+    kind: str
+    tags: tuple[str, ...] = ()
+    session: str | None = None
+    subject: str | None = None
+    predicate: str = "EQUALS"
+    object: str | None = None
+    confidence: float = 0.8
+    extensions: Mapping[str, Any] | None = None
+    sensitive: bool = False
+
+
+class Backend(Protocol):
+    name: str
+
+    def pointers(self, scopes: Sequence[str], limit: int) -> list[MemoryLine]: ...
+    def recall(self, query: str, scopes: Sequence[str], k: int) -> list[MemoryLine]: ...
+    def user_scopes(self) -> tuple[str, ...]: ...
+    def remember(self, item: NewMemory) -> str: ...
+    def has_text(self, text: str, scopes: Sequence[str]) -> bool: ...
+    def close(self) -> None: ...
+
+
+def one_line(text: str, limit: int) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1].rstrip() + "…"
+
+
+def node_listening(host: str, port: int, timeout: float) -> bool:
+    """A bare TCP connect: refused in well under a millisecond when no node runs."""
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+# ---------------------------------------------------------------------------- local
+
+
+class LocalBackend:
+    name = "local"
+
+    def __init__(self, memory: Memory) -> None:
+        self.memory = memory
+
+    @classmethod
+    def open(cls, path: Path, *, lock_timeout: float = 0.25) -> LocalBackend:
+        if not path.exists():
+            raise NoStore(f"no store at {path}; run `amcp init` first")
+        from amcp.keyring import Keyring
+        from amcp.memory import Memory
+        from amcp.store.sqlite import SQLiteStore
+
+        store = SQLiteStore(path, Keyring(path.parent / "keys"), lock_timeout_s=lock_timeout)
+        try:
+            recorded = store.get_meta("embedding_model") or ""
+            # The hashing embedder is a pure function (no model to load): keep hybrid recall.
+            hashing = recorded.startswith("hashing-")
+            memory = Memory(
+                path,
+                embedder="hashing" if hashing else None,
+                check_embedder=hashing,
+                store=store,
+            )
+        except BaseException:
+            store.close()
+            raise
+        return cls(memory)
+
+    def _lines(self, items: Sequence[Any]) -> list[MemoryLine]:
+        return [line_of(i.record, i.state.weight) for i in items if i.record is not None]
+
+    def pointers(self, scopes: Sequence[str], limit: int) -> list[MemoryLine]:
+        from amcp.store.base import RecordFilter
+
+        if not scopes:
+            return []
+        rows = self.memory.store.states(RecordFilter(scopes=tuple(scopes)), limit=limit,
+                                        ranked=True)
+        if not rows:
+            return []
+        found = self.memory.list_records(
+            RecordFilter(ids=tuple(r.knowledge_id for r in rows)), limit=len(rows)
+        )
+        order = {r.knowledge_id: n for n, r in enumerate(rows)}
+        return self._lines(sorted(found, key=lambda f: order.get(f.knowledge_id, 0)))
+
+    def recall(self, query: str, scopes: Sequence[str], k: int) -> list[MemoryLine]:
+        if not query.strip():
+            return []
+        # touch=False: a read-only hook must not need the write lock (another writer may
+        # hold it) and should not count as the agent having used the memory.
+        res = self.memory.recall(query, k=k, scope=list(scopes) or None, touch=False)
+        return self._lines([h.item for h in res.hits])
+
+    def user_scopes(self) -> tuple[str, ...]:
+        scopes = self.memory.stats().scopes
+        return tuple(sorted(s for s in scopes if s.startswith("user:")))
+
+    def remember(self, item: NewMemory) -> str:
+        out = self.memory.remember(item.text, sensitive=item.sensitive, **write_fields(item))
+        return out.knowledge_id
+
+    def has_text(self, text: str, scopes: Sequence[str]) -> bool:
+        return has_same_text(self.memory, text, scopes)
+
+    def close(self) -> None:
+        self.memory.close()
+
+
+def has_same_text(memory: Memory, text: str, scopes: Sequence[str]) -> bool:
+    """The store already holds an active record saying ``text`` (normalised)."""
+    want = _norm(text)
+    if not want:
+        return False
+    try:
+        res = memory.recall(text, k=5, scope=list(scopes) or None, touch=False)
+    except AmcpError:
+        return False
+    return any(
+        h.item.record is not None and _norm(h.item.record.text) == want for h in res.hits
+    )
+
+
+def _norm(text: str) -> str:
+    return " ".join("".join(c for c in text.casefold() if c.isalnum() or c.isspace()).split())
+
+
+def write_fields(item: NewMemory) -> dict[str, Any]:
+    fields: dict[str, Any] = {
+        "type": item.type, "scope": item.scope, "kind": item.kind,
+        "tags": list(item.tags) or None, "session": item.session,
+        "predicate": item.predicate, "confidence": item.confidence,
+        "extensions": dict(item.extensions) if item.extensions else None,
+    }
+    if item.subject:
+        fields["subject"] = item.subject
+    if item.object is not None:
+        fields["object"] = item.object
+    return fields
+
+
+def line_of(record: AMFRecord, weight: float) -> MemoryLine:
+    return MemoryLine(
+        knowledge_id=record.knowledge_id,
+        type=record.type.value,
+        scope=record.meta.project_scope[0],
+        weight=weight,
+        text=record.text,
+        kind=record.kind,
+    )
+
+
+# ---------------------------------------------------------------------------- node
+
+
+class NodeBackend:
+    name = "node"
+
+    def __init__(self, client: SyncClient) -> None:
+        self.client = client
+
+    @classmethod
+    def connect(
+        cls, host: str, port: int, *, timeout: float, scopes: Sequence[str] = (),
+        task: str = "coding-agent hook", budget_tokens: int = 0,
+    ) -> NodeBackend:
+        from amcp.node.client import RetryPolicy, SyncClient
+
+        retry = RetryPolicy(connect_timeout=timeout, request_timeout=max(2.0, timeout * 4),
+                            ack_timeout=max(2.0, timeout * 4), backoff=())
+        options: dict[str, Any] = {"retry": retry, "task": task, "budget_tokens": budget_tokens}
+        if scopes:
+            options["project_scope"] = list(scopes)
+        return cls(SyncClient.connect(host, port, **options))
+
+    def pointers(self, scopes: Sequence[str], limit: int) -> list[MemoryLine]:
+        # The connection's cold boot already built the pack for these scopes.
+        pack = (self.client.client.boot or {}).get("pack") or {}
+        lines = []
+        for it in pack.get("items") or ():
+            if isinstance(it, Mapping) and isinstance(it.get("pointer"), str):
+                lines.append(_pointer_line(it))
+        return lines[:limit]
+
+    def recall(self, query: str, scopes: Sequence[str], k: int) -> list[MemoryLine]:
+        filters = {"scopes": list(scopes)} if scopes else None
+        res = self.client.recall(query, k=k, filters=filters)
+        return [line for amf in res.records if (line := _amf_line(amf)) is not None]
+
+    def user_scopes(self) -> tuple[str, ...]:
+        return ()  # the node's cold boot decides which scopes this peer may read
+
+    def remember(self, item: NewMemory) -> str:
+        from amcp.amf.compose import compose_record
+
+        record = compose_record(item.text, **write_fields(item))
+        ack = self.client.write(record.to_dict())
+        return ack.knowledge_id or record.knowledge_id
+
+    def has_text(self, text: str, scopes: Sequence[str]) -> bool:
+        want = _norm(text)
+        return any(_norm(line.text) == want for line in self.recall(text, scopes, 5))
+
+    def close(self) -> None:
+        self.client.close()
+
+
+def _pointer_line(item: Mapping[str, Any]) -> MemoryLine:
+    """A pack item carries a ready pointer ``K-… [type · scope · weight] text``."""
+    pointer = str(item["pointer"])
+    head, _, rest = pointer.partition(" [")
+    meta, _, text = rest.partition("] ")
+    parts = [p.strip() for p in meta.split("·")]
+    try:
+        weight = float(parts[2]) if len(parts) > 2 else 0.5
+    except ValueError:
+        weight = 0.5
+    return MemoryLine(
+        knowledge_id=str(item.get("knowledge_id") or head),
+        type=parts[0] if parts else "?",
+        scope=parts[1] if len(parts) > 1 else "*",
+        weight=weight,
+        text=text or pointer,
+    )
+
+
+def _amf_line(amf: Mapping[str, Any]) -> MemoryLine | None:
+    kid = amf.get("knowledge_id")
+    if not isinstance(kid, str):
+        return None
+    ann = amf.get("annotation") or {}
+    core = amf.get("core") or {}
+    meta = amf.get("meta") or {}
+    ext = amf.get("vendor_extensions") or {}
+    text = ann.get("natural_language") if isinstance(ann, Mapping) else None
+    if not isinstance(text, str):
+        text = str(core.get("object", "")) if isinstance(core, Mapping) else ""
+    scopes = meta.get("project_scope") if isinstance(meta, Mapping) else None
+    state = ext.get("x-state") if isinstance(ext, Mapping) else None
+    weight = state.get("weight", 0.5) if isinstance(state, Mapping) else 0.5
+    return MemoryLine(
+        knowledge_id=kid,
+        type=str(amf.get("type", "?")),
+        scope=str(scopes[0]) if isinstance(scopes, list) and scopes else "*",
+        weight=float(weight) if isinstance(weight, int | float) else 0.5,
+        text=text,
+        kind=ext.get("x-kind") if isinstance(ext, Mapping) else None,
+    )
+
+
+__all__ = [
+    "NODE_PORT",
+    "Backend",
+    "LocalBackend",
+    "MemoryLine",
+    "NewMemory",
+    "NoStore",
+    "NodeBackend",
+    "has_same_text",
+    "line_of",
+    "node_listening",
+    "one_line",
+    "write_fields",
+]

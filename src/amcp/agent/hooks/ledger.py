@@ -1,0 +1,128 @@
+"""The session ledger: what a coding-agent session has already been shown and decided.
+
+One small JSON file per session under the store directory (``<home>/ledger/<id>.json``).
+Hooks are separate processes, so whatever must survive from one hook call to the next
+(records already expanded, whether Stop has asked for a learning, the commits seen) lives
+here. Writes are atomic (temp file + rename) so a killed hook never leaves half a file;
+an unreadable file is treated as an empty ledger rather than breaking the agent.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import tempfile
+import time
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Literal
+
+StopOutcome = Literal["learned", "declined"]
+
+MAX_SHOWN = 5000  # ids remembered per session; older ones may be shown again (bounded file)
+MAX_COMMITS = 500
+_SAFE_ID = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
+
+
+def ledger_name(session_id: str) -> str:
+    """A file name for ``session_id``: as-is when it is safe, else a hash (no path tricks)."""
+    if _SAFE_ID.match(session_id) and session_id not in {".", ".."}:
+        return session_id
+    return "h-" + hashlib.sha256(session_id.encode("utf-8", "replace")).hexdigest()[:32]
+
+
+@dataclass(frozen=True, slots=True)
+class SessionLedger:
+    session_id: str
+    project_scope: str | None = None
+    user_scopes: tuple[str, ...] = ()
+    shown: tuple[str, ...] = ()  # knowledge ids already injected (pointer or summary)
+    commits: tuple[str, ...] = ()  # commit hashes recorded as work boundaries
+    stop_asked: bool = False
+    stop_outcome: StopOutcome | None = None
+    stop_detail: str | None = None  # the decline reason or the learning's knowledge id
+    updated_at: float = field(default=0.0, compare=False)
+
+    def with_shown(self, ids: list[str]) -> SessionLedger:
+        fresh = [i for i in ids if i not in self.shown]
+        return replace(self, shown=(*self.shown, *fresh)[-MAX_SHOWN:]) if fresh else self
+
+    def with_commit(self, sha: str) -> SessionLedger:
+        return replace(self, commits=(*self.commits, sha)[-MAX_COMMITS:])
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "session_id": self.session_id,
+            "project_scope": self.project_scope,
+            "user_scopes": list(self.user_scopes),
+            "shown": list(self.shown),
+            "commits": list(self.commits),
+            "stop": {
+                "asked": self.stop_asked,
+                "outcome": self.stop_outcome,
+                "detail": self.stop_detail,
+            },
+            "updated_at": self.updated_at,
+        }
+
+    @classmethod
+    def from_dict(cls, session_id: str, d: Any) -> SessionLedger:
+        if not isinstance(d, dict):
+            return cls(session_id)
+        raw_stop = d.get("stop")
+        stop: dict[str, Any] = raw_stop if isinstance(raw_stop, dict) else {}
+        outcome = stop.get("outcome")
+        return cls(
+            session_id=session_id,
+            project_scope=_str_or_none(d.get("project_scope")),
+            user_scopes=_strs(d.get("user_scopes")),
+            shown=_strs(d.get("shown"))[-MAX_SHOWN:],
+            commits=_strs(d.get("commits"))[-MAX_COMMITS:],
+            stop_asked=bool(stop.get("asked")),
+            stop_outcome=outcome if outcome in ("learned", "declined") else None,
+            stop_detail=_str_or_none(stop.get("detail")),
+            updated_at=float(d.get("updated_at") or 0.0),
+        )
+
+
+class LedgerStore:
+    """Loads and saves ledgers under ``directory`` (created on first save, not before)."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+
+    def path_for(self, session_id: str) -> Path:
+        return self.directory / f"{ledger_name(session_id)}.json"
+
+    def load(self, session_id: str) -> SessionLedger:
+        try:
+            raw = self.path_for(session_id).read_text(encoding="utf-8")
+            return SessionLedger.from_dict(session_id, json.loads(raw))
+        except (OSError, ValueError):
+            return SessionLedger(session_id)
+
+    def save(self, ledger: SessionLedger) -> None:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        target = self.path_for(ledger.session_id)
+        data = json.dumps(replace(ledger, updated_at=time.time()).to_dict(), ensure_ascii=False)
+        fd, tmp = tempfile.mkstemp(prefix=".ledger-", suffix=".tmp", dir=self.directory)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                fh.write(data)
+            os.replace(tmp, target)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+
+
+def _strs(value: Any) -> tuple[str, ...]:
+    return tuple(v for v in value if isinstance(v, str)) if isinstance(value, list) else ()
+
+
+def _str_or_none(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+__all__ = ["LedgerStore", "SessionLedger", "StopOutcome", "ledger_name"]
