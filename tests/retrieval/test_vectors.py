@@ -209,3 +209,17 @@ def test_clear() -> None:
     idx.clear()
     assert len(idx) == 0
     assert idx.search([1, 0, 0], 3) == []
+
+
+@pytest.mark.parametrize("share", [2, 7])  # wide filter (mask scores) and narrow (gather rows)
+def test_filtered_exact_large_allowed(share: int) -> None:
+    rng = np.random.default_rng(7)
+    x = _unit(rng, 2_000)
+    ids = np.arange(2_000, dtype=np.int64) + 500
+    idx = VectorIndex(DIM, exact_allowed_max=10)
+    idx.add(ids, x)
+    allowed = ids[::share]
+    for q in x[:5]:
+        hits = idx.search(q, 20, allowed=allowed)
+        assert [i for i, _ in hits] == _brute(allowed, x[::share], q, 20)
+    assert len(idx.search(x[0], 5_000, allowed=allowed)) == len(allowed)

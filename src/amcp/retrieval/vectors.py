@@ -372,14 +372,16 @@ class VectorIndex:
             return self._search_filtered(q, k, _as_ids(allowed))
 
     def _search_filtered(self, q: F32, k: int, allowed_ids: I64) -> list[tuple[int, float]]:
-        ann = self._ann
-        if len(allowed_ids) <= self.exact_allowed_max or ann is None:
+        if len(allowed_ids) <= self.exact_allowed_max:
             return self._exact(q, k, self._rows_of(allowed_ids))
         n = self._n
+        # Vectorised membership (a table lookup for dense rowids): a Python loop over tens
+        # of thousands of permitted ids would cost more than the search itself.
         mask = np.isin(self._ids[:n], allowed_ids)
         count = int(mask.sum())
-        if count <= self.exact_allowed_max:
-            return self._exact(q, k, np.flatnonzero(mask))
+        ann = self._ann
+        if ann is None or count <= self.exact_allowed_max:
+            return self._exact_masked(q, k, mask, count)
         live = np.zeros(len(ann.alive), dtype=bool)
         labels = self._labels[:n][mask]
         live[labels[labels >= 0]] = True
@@ -388,14 +390,25 @@ class VectorIndex:
         missing = bool((labels < 0).any())
         hits = [] if missing else ann.search(q, min(k, count), live & ann.alive)
         if len(hits) < min(k, count):
-            return self._exact(q, k, np.flatnonzero(mask))
+            return self._exact_masked(q, k, mask, count)
         return hits
+
+    def _exact_masked(
+        self, q: F32, k: int, mask: npt.NDArray[np.bool_], count: int
+    ) -> list[tuple[int, float]]:
+        if count == 0:
+            return []
+        if count * 4 < self._n:  # few rows: gathering them beats scoring everything
+            return self._exact(q, k, np.flatnonzero(mask))
+        return self._exact(q, min(k, count), None, exclude=~mask)
 
     def _rows_of(self, ids: I64) -> I64:
         rows = [self._pos[i] for i in ids.tolist() if i in self._pos]
         return np.unique(np.asarray(rows, dtype=np.int64))
 
-    def _exact(self, q: F32, k: int, rows: I64 | None) -> list[tuple[int, float]]:
+    def _exact(
+        self, q: F32, k: int, rows: I64 | None, exclude: npt.NDArray[np.bool_] | None = None
+    ) -> list[tuple[int, float]]:
         if rows is None:
             mat, ids = self._mat[: self._n], self._ids[: self._n]
         else:
@@ -403,6 +416,8 @@ class VectorIndex:
                 return []
             mat, ids = self._mat[rows], self._ids[rows]
         scores = mat @ q
+        if exclude is not None:
+            scores[exclude] = -np.inf  # caller caps k at the number of permitted rows
         k = min(k, len(scores))
         top = np.argpartition(-scores, k - 1)[:k] if k < len(scores) else np.arange(len(scores))
         # Ties broken by id so results are deterministic across runs and backends.
