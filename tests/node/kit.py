@@ -17,8 +17,10 @@ from amcp.session.identity import b64url_encode
 from amcp.wire import Flag, Frame, FrameDecoder, MsgType, encode_frame
 
 T = TypeVar("T")
-FAST = RetryPolicy(ack_timeout=0.3, backoff=(0.2, 0.2), request_timeout=10.0,
-                   connect_timeout=3.0, heartbeat=30.0)
+# Retransmits quickly but gives up only after several seconds: a loaded CI box must not
+# turn a slow write into a failure.
+FAST = RetryPolicy(ack_timeout=0.3, backoff=(0.3, 10.0), request_timeout=20.0,
+                   connect_timeout=5.0, heartbeat=30.0)
 
 
 def run(coro: Awaitable[T], timeout: float = 60.0) -> T:
