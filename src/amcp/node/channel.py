@@ -112,7 +112,10 @@ class Channel:
             if type(event) is SendFrame:
                 self._emit(event.frame)
             elif type(event) is HandshakeComplete:
-                self._configure(event.negotiated)
+                try:
+                    self._configure(event.negotiated)
+                except FrameViolationError as exc:  # e.g. the peer reflected our X25519 key
+                    return events + self._handle(self.session.fail(exc.status, exc.message, None))
             elif type(event) is CloseConnection and self.closing is None:
                 self.closing = event.reason
         return events
