@@ -128,7 +128,7 @@ def create_app(
         after: Annotated[str | None, Query(max_length=s.MAX_NAME)] = None,
         limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 100,
     ) -> s.ListOut:
-        """List records in knowledge_id order; page with ``next_after``."""
+        """List records in the store's stable order; page with ``next_after``."""
         who = caller(request)
         if scope:
             who.check_read(scope)
@@ -439,7 +439,9 @@ def _install_error_handlers(app: FastAPI) -> None:
         assert isinstance(exc, RequestValidationError)
         errors = exc.errors()
         first = errors[0] if errors else {}
-        loc = [str(x) for x in first.get("loc", ()) if x not in ("body", "query", "path")]
+        loc = [str(x) for x in first.get("loc", ())]
+        if loc and loc[0] in ("body", "query", "path", "header"):
+            loc = loc[1:]  # where the value came from, not its name
         msg = str(first.get("msg", "invalid request"))
         field = ".".join(loc) or None
         body: dict[str, Any] = {"status": 400, "error": f"{field}: {msg}" if field else msg}

@@ -13,10 +13,6 @@ from typing import Any
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 
-class _TooLarge(Exception):
-    pass
-
-
 class BodyLimit:
     def __init__(
         self, app: ASGIApp, *, default: int, overrides: Mapping[str, int] | None = None
@@ -40,28 +36,29 @@ class BodyLimit:
                     await _refuse(send, limit)
                     return
         seen = 0
-        started = False
+        over = False
 
         async def counted() -> Message:
-            nonlocal seen
+            # FastAPI turns any exception raised while reading the body into its own 400,
+            # so an oversized chunked body is cut short here and the answer replaced below.
+            nonlocal seen, over
+            if over:
+                return {"type": "http.request", "body": b"", "more_body": False}
             message = await receive()
             if message["type"] == "http.request":
                 seen += len(message.get("body", b""))
                 if seen > limit:
-                    raise _TooLarge
+                    over = True
+                    return {"type": "http.request", "body": b"", "more_body": False}
             return message
 
-        async def tracked(message: Message) -> None:
-            nonlocal started
-            if message["type"] == "http.response.start":
-                started = True
-            await send(message)
-
-        try:
-            await self.app(scope, counted, tracked)
-        except _TooLarge:
-            if not started:
+        async def guarded(message: Message) -> None:
+            if not over:
+                await send(message)
+            elif message["type"] == "http.response.start":
                 await _refuse(send, limit)
+
+        await self.app(scope, counted, guarded)
 
 
 async def _refuse(send: Send, limit: int) -> None:

@@ -52,6 +52,7 @@ class RememberIn(_In):
     kind: Name | None = None
     subject: Name | None = None
     confidence: Confidence = 0.9
+    sample_size: Annotated[int, Field(ge=1, le=10**9)] | None = None  # KT-PATTERN needs it
     context: Text | None = None
     ttl: Annotated[float, Field(ge=0, le=10 * 365 * 86400, allow_inf_nan=False)] | None = None
     session: Name | None = None
