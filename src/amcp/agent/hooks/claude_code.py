@@ -187,7 +187,7 @@ def session_start(inp: HookInput, cfg: HookConfig) -> dict[str, Any] | None:
     ledger = ledgers.load(inp.session_id)
     name = project_of(inp.cwd)
     scope = project_scope(name)
-    backend = open_backend(cfg, (scope,) if scope else (), boot_budget=2000,
+    backend = open_backend(cfg, (scope,) if scope else (), boot_budget=4000,
                            task=f"session start in {name or inp.cwd.name}")
     try:
         users = backend.user_scopes()

@@ -31,6 +31,9 @@ if TYPE_CHECKING:
 
 NODE_PORT = 7707  # amcp.node.DEFAULT_PORT, repeated so the probe needs no amcp.node import
 POINTER_ID_CHARS = 14  # as amcp.cse.tiers: "K-" + 12 hex
+# Every AMCP session starts with a cold boot; the CSE refuses budgets whose 1% RESERVED zone
+# cannot hold the 22-token header, so this is the cheapest boot a node accepts.
+MIN_BOOT_BUDGET = 2200
 
 
 class NoStore(AmcpError):
@@ -232,13 +235,15 @@ class NodeBackend:
     @classmethod
     def connect(
         cls, host: str, port: int, *, timeout: float, scopes: Sequence[str] = (),
-        task: str = "coding-agent hook", budget_tokens: int = 0,
+        task: str = "coding-agent hook", budget_tokens: int = MIN_BOOT_BUDGET,
     ) -> NodeBackend:
         from amcp.node.client import RetryPolicy, SyncClient
 
         retry = RetryPolicy(connect_timeout=timeout, request_timeout=max(2.0, timeout * 4),
                             ack_timeout=max(2.0, timeout * 4), backoff=())
-        options: dict[str, Any] = {"retry": retry, "task": task, "budget_tokens": budget_tokens}
+        options: dict[str, Any] = {
+            "retry": retry, "task": task, "budget_tokens": max(budget_tokens, MIN_BOOT_BUDGET),
+        }
         if scopes:
             options["project_scope"] = list(scopes)
         return cls(SyncClient.connect(host, port, **options))

@@ -1,0 +1,168 @@
+"""The hook's two paths: the store opened directly (lexical-only, lock-tolerant, light
+imports) and a running node; plus the lean entry as a real subprocess."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+import pytest
+from tests.agent.hooks.kit import (
+    COMMIT_LINE_STDOUT,
+    RunningNode,
+    call,
+    config,
+    context_of,
+    git_project,
+    hook_env,
+    payload,
+    run_entry,
+    seed,
+)
+
+from amcp.agent.hooks.fastpath import NODE_PORT, LocalBackend, node_listening
+from amcp.memory import Memory
+from amcp.node import DEFAULT_PORT
+
+
+def test_probe_port_matches_the_node_default() -> None:
+    assert NODE_PORT == DEFAULT_PORT
+
+
+def test_entry_contract_in_a_subprocess(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    ids = seed(home)
+    proj = git_project(tmp_path)
+    env = hook_env(home)
+    res = run_entry("session-start", payload("SessionStart", proj), env)
+    assert res.returncode == 0, res.stderr
+    out = json.loads(res.stdout)
+    assert ids["ruff"][:14] in out["hookSpecificOutput"]["additionalContext"]
+    bad = run_entry("prompt", "{oops", env)
+    assert bad.returncode == 0
+    assert json.loads(bad.stdout)["systemMessage"].startswith("[AMCP] prompt hook skipped")
+
+
+def test_no_store_subprocess_exit_zero(tmp_path: Path) -> None:
+    res = run_entry("session-start", payload("SessionStart", tmp_path),
+                    hook_env(tmp_path / "absent"))
+    assert res.returncode == 0
+    assert "no store" in json.loads(res.stdout)["systemMessage"]
+
+
+def test_fast_path_imports_no_model_runtime_or_web_stack(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    seed(home)
+    proj = git_project(tmp_path)
+    probe = (
+        "import runpy, sys, json\n"
+        "sys.argv = ['x', 'prompt']\n"
+        "try:\n    runpy.run_module('amcp.agent.hooks', run_name='__main__')\n"
+        "except SystemExit:\n    pass\n"
+        "heavy = [m for m in ('torch', 'onnxruntime', 'fastapi', 'transformers',"
+        " 'sentence_transformers', 'typer', 'uvicorn') if m in sys.modules]\n"
+        "sys.stderr.write('HEAVY=' + json.dumps(heavy))\n"
+    )
+    import subprocess
+    import sys
+
+    res = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=120,
+        input=json.dumps(payload("UserPromptSubmit", proj, prompt="postgresql port tests")),
+        env=hook_env(home), check=False,
+    )
+    assert res.returncode == 0, res.stderr
+    assert "HEAVY=[]" in res.stderr
+    assert "K-" in res.stdout
+
+
+def test_store_locked_by_another_writer(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    ids = seed(home)
+    proj = git_project(tmp_path)
+    holder = sqlite3.connect(home / "memory.db", isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    holder.execute("UPDATE records SET access_count = access_count WHERE 0")
+    try:
+        cfg = config(home, capture_prompts=False)
+        # reads still work (WAL): the pointer tier and the prompt expansion
+        assert ids["ruff"][:14] in context_of(call("session-start",
+                                                   payload("SessionStart", proj), cfg))
+        # a write cannot get the lock: one notice, no exception, fast
+        out = call("post-tool", payload("PostToolUse", proj, tool_name="Bash",
+                                        tool_input={"command": "git commit -m x"},
+                                        tool_response={"stdout": COMMIT_LINE_STDOUT}), cfg)
+        assert out is not None
+        assert "locked" in out["systemMessage"] and out["systemMessage"].startswith("[AMCP]")
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+
+
+def test_lexical_only_on_a_minilm_store(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    with Memory(home / "memory.db", embedder="minilm") as mem:
+        kid = mem.remember("The integration tests need a running PostgreSQL on port 5433",
+                           scope="project:proj").knowledge_id
+        assert mem.stats().vectors == 1
+    backend = LocalBackend.open(home / "memory.db")
+    try:
+        assert backend.memory.embedder is None
+        hits = backend.recall("postgresql port", ["project:proj"], 5)
+        assert [h.knowledge_id for h in hits] == [kid]
+    finally:
+        backend.close()
+    proj = git_project(tmp_path)
+    ctx = context_of(call("prompt", payload("UserPromptSubmit", proj,
+                                            prompt="what port does postgresql use for tests"),
+                          config(home, capture_prompts=False)))
+    assert kid[:14] in ctx
+    with Memory(home / "memory.db", embedder="minilm") as mem:  # the store is still whole
+        assert mem.stats().records == 1
+
+
+def test_hooks_talk_to_a_running_node(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    ids = seed(home)
+    proj = git_project(tmp_path)
+    with Memory(home / "memory.db", embedder="hashing") as mem, RunningNode(mem) as node:
+        assert node_listening("127.0.0.1", node.port, 0.5)
+        cfg = config(home, node=("127.0.0.1", node.port), capture_prompts=False)
+        ctx = context_of(call("prompt", payload("UserPromptSubmit", proj,
+                                                prompt="postgresql port integration tests"),
+                              cfg))
+        assert ids["db"][:14] in ctx
+        out = call("post-tool", payload("PostToolUse", proj, tool_name="Bash",
+                                        tool_input={"command": "git commit -m y"},
+                                        tool_response={"stdout": COMMIT_LINE_STDOUT}), cfg)
+        assert out is not None and "work boundary" in context_of(out)
+        start = call("session-start", payload("SessionStart", proj, session="s-n"), cfg)
+        assert start is not None and "hookSpecificOutput" in start
+        recs = mem.recall("lexical fallback", k=3, kinds=["work_boundary"]).records
+        assert len(recs) == 1 and recs[0].vendor_extensions["x-commit"] == "9f8e7d6"
+
+
+def test_node_configured_but_down_falls_back_to_the_file(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    ids = seed(home)
+    proj = git_project(tmp_path)
+    import socket
+
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    cfg = config(home, node=("127.0.0.1", port), capture_prompts=False)
+    assert ids["ruff"][:14] in context_of(call("session-start", payload("SessionStart", proj),
+                                               cfg))
+
+
+@pytest.mark.parametrize("value", ["off", "127.0.0.1:7800", "bad:port", ""])
+def test_config_from_env(tmp_path: Path, value: str) -> None:
+    from amcp.agent.hooks.__main__ import config_from_env
+
+    cfg = config_from_env({"AMCP_HOME": str(tmp_path), "AMCP_NODE": value})
+    assert cfg.store == tmp_path / "memory.db"
+    expected = {"off": None, "127.0.0.1:7800": ("127.0.0.1", 7800)}.get(
+        value, ("127.0.0.1", NODE_PORT))
+    assert cfg.node == expected
