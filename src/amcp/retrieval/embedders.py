@@ -19,13 +19,15 @@ import unicodedata
 from collections import Counter
 from collections.abc import Sequence
 from functools import lru_cache
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-import httpx
 import numpy as np
 import numpy.typing as npt
 
 from amcp.errors import AmcpError, ConfigError, Status
+
+if TYPE_CHECKING:  # httpx costs ~0.1-1 s to import; only the remote embedder needs it
+    import httpx
 
 __all__ = [
     "Embedder",
@@ -215,6 +217,9 @@ class OpenAIEmbedder:
         # Matryoshka models (text-embedding-3-*) accept "dimensions"; most local servers
         # reject or ignore it, so it is sent only when asked for.
         self.send_dimensions = send_dimensions and dim is not None
+        import httpx
+
+        self._httpx = httpx
         headers = {"Accept": "application/json"}
         if api_key:
             headers["Authorization"] = f"Bearer {api_key}"
@@ -279,11 +284,11 @@ class OpenAIEmbedder:
             resp: httpx.Response | None = None
             try:
                 resp = self._client.post(self.url, json=payload)
-            except httpx.TimeoutException as exc:
+            except self._httpx.TimeoutException as exc:
                 err: AmcpError = AmcpError(
                     f"embedding server {self.url} timed out: {exc}", status=Status.TIMEOUT
                 )
-            except httpx.HTTPError as exc:  # connection refused, DNS, protocol errors
+            except self._httpx.HTTPError as exc:  # connection refused, DNS, protocol errors
                 err = AmcpError(
                     f"embedding server {self.url} unreachable: {exc}", status=Status.UNAVAILABLE
                 )
