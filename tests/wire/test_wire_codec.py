@@ -234,3 +234,14 @@ def test_fragments_needed_matches_the_encoder() -> None:
 def test_default_max_payload_is_the_profile_limit() -> None:
     assert MAX_PAYLOAD == 10_485_760
     assert FrameDecoder().max_payload == MAX_PAYLOAD
+
+
+def test_decoded_frames_are_genuine_frozen_frames() -> None:
+    import dataclasses
+
+    [frame] = FrameDecoder().feed(encode_frame(WRITE))
+    assert type(frame) is Frame
+    assert frame == WRITE
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        frame.seq = 3  # type: ignore[misc]
+    assert dataclasses.replace(frame, seq=3).seq == 3

@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+import google_crc32c
 import msgpack
 
 from amcp.wire.compress import decompress_bounded
@@ -36,10 +37,10 @@ from amcp.wire.errors import FrameViolationError
 from amcp.wire.frame import Frame
 from amcp.wire.header import (
     CHECKSUM_OFFSET,
+    CONCAT_BELOW,
     HEADER,
     HEADER_MAGIC_AS_INT,
     SUPPORTED_MAJOR,
-    frame_checksum,
     header_violation,
 )
 
@@ -56,41 +57,46 @@ _MAJOR_SHIFTED = SUPPORTED_MAJOR << 8
 
 _unpack_header = HEADER_MAGIC_AS_INT.unpack_from
 _MAGIC_INT = int.from_bytes(MAGIC, "big")
-_checksum = frame_checksum
+_crc_value = google_crc32c.value
+_crc_extend = google_crc32c.extend
 _unpackb = msgpack.unpackb
 
 # (msg_type, flags, seq, session_id, clock, version) of one wire frame.
 _Head = tuple[MsgType, int, int, bytes, int, int]
 
+
 # Decoded frames are built without Frame.__init__: the frozen-dataclass init plus
-# __post_init__ cost more than the rest of decoding. Its checks hold by construction here
-# (session_id is 16 bytes and seq/clock are u64 because struct unpacked them).
-_new_object = object.__new__
-(
-    _set_msg_type,
-    _set_payload,
-    _set_seq,
-    _set_session_id,
-    _set_clock,
-    _set_flags,
-    _set_version,
-) = (
-    vars(Frame)[name].__set__
-    for name in ("msg_type", "payload", "seq", "session_id", "clock", "flags", "version")
-)
+# __post_init__ cost more than all the rest of decoding. Instead the fields are stored on a
+# plain object with Frame's exact slot layout (plain attribute stores are specialised by
+# the interpreter) and its class is then switched to Frame, which Python allows between
+# classes of identical layout. The result is a genuine Frame (type, __eq__, frozenness).
+# __post_init__'s checks hold by construction: session_id is 16 bytes and seq/clock are
+# u64 because struct unpacked them.
+class _FrameShell:
+    __slots__ = Frame.__slots__
+
+
+# The shell route sets these fields and no others; fail loudly if frame.py grows one.
+if set(Frame.__slots__) != {
+    "msg_type",
+    "payload",
+    "seq",
+    "session_id",
+    "clock",
+    "flags",
+    "version",
+}:
+    raise ImportError("Frame's fields changed: update amcp.wire.decoder's frame building")
 
 
 def _frame(head: _Head, payload: dict[str, Any]) -> Frame:
-    msg_type, flags, seq, session_id, clock, version = head
-    frame: Frame = _new_object(Frame)
-    _set_msg_type(frame, msg_type)
-    _set_payload(frame, payload)
-    _set_seq(frame, seq)
-    _set_session_id(frame, session_id)
-    _set_clock(frame, clock)
-    _set_flags(frame, _FLAGS[flags])
-    _set_version(frame, version)
-    return frame
+    frame: Any = _FrameShell()
+    frame.msg_type, flags, frame.seq, frame.session_id, frame.clock, frame.version = head
+    frame.flags = _FLAGS[flags]
+    frame.payload = payload
+    frame.__class__ = Frame
+    built: Frame = frame
+    return built
 
 
 def decode_payload(data: bytes, seq: int) -> dict[str, Any]:
@@ -269,7 +275,12 @@ class FrameDecoder:
             prefix = view[pos : pos + CHECKSUM_OFFSET]
             payload = view[start:stop]
             pos = stop
-            if _checksum(prefix, payload) != checksum:
+            # frame_checksum inlined: this loop is the decoder's hot path.
+            if (
+                _crc_value(prefix + payload)
+                if length < CONCAT_BELOW
+                else _crc_extend(_crc_value(prefix), payload)
+            ) != checksum:
                 self._drop_bad_checksum()
                 continue
             msg_type = _MSG_TYPES.get(mtype)
@@ -280,16 +291,31 @@ class FrameDecoder:
                 if frame is not None:
                     out.append(frame)
             else:
-                # Fast path: a plain frame with nothing pending; _frame inlined.
-                frame = _new_object(Frame)
-                _set_msg_type(frame, msg_type)
-                _set_payload(frame, decode_payload(payload, seq))
-                _set_seq(frame, seq)
-                _set_session_id(frame, sid)
-                _set_clock(frame, clock)
-                _set_flags(frame, _FLAGS[flags])
-                _set_version(frame, version)
-                out.append(frame)
+                # Fast path: a plain frame with nothing pending; _frame inlined, and the
+                # common case of decode_payload (a str-keyed map) inlined too.
+                try:
+                    # raw=False is msgpack's default since 1.0; not passing it skips the
+                    # keyword parsing.
+                    obj = _unpackb(payload) if payload else {}
+                except Exception:  # noqa: BLE001 - decode_payload below names the failure
+                    obj = None
+                if type(obj) is dict:
+                    for key in obj:
+                        if type(key) is not str:
+                            obj = None
+                            break
+                if type(obj) is not dict:
+                    obj = decode_payload(payload, seq)  # raises the precise violation
+                shell: Any = _FrameShell()
+                shell.msg_type = msg_type
+                shell.payload = obj
+                shell.seq = seq
+                shell.session_id = sid
+                shell.clock = clock
+                shell.flags = _FLAGS[flags]
+                shell.version = version
+                shell.__class__ = Frame
+                out.append(shell)
         return pos
 
     @staticmethod

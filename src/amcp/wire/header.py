@@ -36,14 +36,17 @@ _crc_extend = google_crc32c.extend
 
 # Below this, one CRC call over a concatenated copy beats two calls (measured); above it
 # the copy costs more than the second call.
-_CONCAT_BELOW = 16 * 1024
+CONCAT_BELOW = 16 * 1024
 
 
 def frame_checksum(prefix: bytes, payload: bytes) -> int:
     """CRC-32C over header bytes 0..45 followed by the on-wire payload."""
-    if len(payload) < _CONCAT_BELOW:
-        return int(_crc_value(prefix + payload))
-    return int(_crc_extend(_crc_value(prefix), payload))
+    crc: int = (
+        _crc_value(prefix + payload)
+        if len(payload) < CONCAT_BELOW
+        else _crc_extend(_crc_value(prefix), payload)
+    )
+    return crc
 
 
 def crc32c(data: bytes) -> int:
