@@ -17,7 +17,7 @@ from typing import Any, TextIO
 import numpy as np
 
 from amcp.amf.compose import compose_record, enum_value
-from amcp.amf.ids import parse_record
+from amcp.amf.ids import check_size, parse_record, verify_integrity
 from amcp.amf.record import AMFRecord
 from amcp.amf.redact import redact
 from amcp.amf.timefmt import normalise_timestamp, parse_ts
@@ -187,7 +187,8 @@ class Memory:
                 raise ConflictError(f"{shaped.knowledge_id} already exists with different content")
             record = parse_record(record)
         else:
-            parse_record(record.to_dict())
+            verify_integrity(record)  # already shaped: only its id/checksum/signature to check
+            check_size(record)
         refs = (*(record.causal.caused_by or ()), record.causal.supersedes) if record.causal else ()
         for ref in (r for r in refs if r):
             if self.store.get(ref) is None:

@@ -446,7 +446,9 @@ class AMFRecord:
         core_d = _map(d, "core", required=True)
         meta_d = _map(d, "meta", required=True)
         integ_d = _map(d, "integrity", required=True)
-        assert core_d is not None and meta_d is not None and integ_d is not None
+        assert core_d is not None
+        assert meta_d is not None
+        assert integ_d is not None
         core = Core.from_dict(core_d)
         if ktype is KnowledgeType.PATTERN and core.sample_size is None:
             raise ValidationError("core.sample_size", "is required for KT-PATTERN")

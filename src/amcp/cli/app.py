@@ -317,8 +317,15 @@ def demo(
     run_demo(directory, embedder)
 
 
-from amcp.cli.conformance_cmd import conformance  # noqa: E402 - registered after the core commands
+# Commands that live in their own modules, registered after the core ones.
+from amcp.cli.api_cmd import http, mcp  # noqa: E402
+from amcp.cli.conformance_cmd import conformance  # noqa: E402
+from amcp.cli.serve_cmd import serve, trust_app  # noqa: E402
 
+app.command()(serve)
+app.add_typer(trust_app, name="trust")
+app.command("mcp")(mcp)
+app.command("http")(http)
 app.command("conformance")(conformance)
 
 

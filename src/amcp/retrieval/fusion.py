@@ -43,6 +43,7 @@ def rrf(
     *,
     lexical_weight: float = 1.0,
     vector_weight: float = 1.0,
+    k: int = RRF_K,
 ) -> list[Candidate]:
     lex_rank = {kid: i for i, kid in enumerate(lexical)}
     vec_rank = {kid: i for i, (kid, _s) in enumerate(vector)}
@@ -51,9 +52,9 @@ def rrf(
     for kid in dict.fromkeys([*lexical, *(k for k, _s in vector)]):
         score = 0.0
         if kid in lex_rank:
-            score += lexical_weight / (RRF_K + lex_rank[kid] + 1)
+            score += lexical_weight / (k + lex_rank[kid] + 1)
         if kid in vec_rank:
-            score += vector_weight / (RRF_K + vec_rank[kid] + 1)
+            score += vector_weight / (k + vec_rank[kid] + 1)
         out.append(Candidate(kid, score, lex_rank.get(kid), vec_rank.get(kid), vec_score.get(kid)))
     out.sort(key=lambda c: (-c.fused, c.knowledge_id))
     return out

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Sequence
 
 _WORD = re.compile(r"[^\W_]+", re.UNICODE)
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af]+")
@@ -73,16 +74,42 @@ def index_terms(text: str) -> str:
     return " ".join(tokens(text))
 
 
-def match_query(text: str, *, max_terms: int = 32) -> str:
-    """An FTS5 MATCH expression: OR of the query's distinct terms, each quoted.
+def query_terms(text: str, *, max_terms: int = 32) -> list[str]:
+    """The distinct terms of a query, stop words dropped (kept if nothing else is left)."""
+    seen = list(dict.fromkeys(tokens(text, drop_stop=True)))
+    if not seen:  # a query of only stop words still deserves an answer
+        seen = list(dict.fromkeys(tokens(text)))
+    return seen[:max_terms]
+
+
+def build_match(terms: Sequence[str]) -> str:
+    """An FTS5 MATCH expression: OR of the terms, each quoted.
 
     Quoting makes every term a literal string, so user text can never be read as FTS5 syntax
     (NEAR, column filters, '*').
     """
-    seen: list[str] = []
-    for term in tokens(text, drop_stop=True):
-        if term not in seen:
-            seen.append(term)
-    if not seen:  # a query of only stop words still deserves an answer
-        seen = list(dict.fromkeys(tokens(text)))
-    return " OR ".join('"' + t.replace('"', '""') + '"' for t in seen[:max_terms])
+    return " OR ".join('"' + t.replace('"', '""') + '"' for t in terms)
+
+
+def match_query(text: str, *, max_terms: int = 32) -> str:
+    return build_match(query_terms(text, max_terms=max_terms))
+
+
+def prune_terms(
+    terms: Sequence[str],
+    doc_freq: dict[str, int],
+    total: int,
+    *,
+    max_share: float = 0.2,
+    keep: int = 8,
+) -> list[str]:
+    """Keep the rarest ``keep`` terms and drop those found in more than ``max_share`` of the
+    documents (but never all: the two rarest stay). Terms absent from the index match nothing
+    and are dropped. Common terms dominate BM25's cost and barely move its ranking."""
+    present = sorted((doc_freq[t], t) for t in terms if doc_freq.get(t))
+    if not present:
+        return []
+    limit = max(total * max_share, 1.0)
+    rare = [t for df, t in present if df <= limit]
+    chosen = rare if len(rare) >= 2 else [t for _df, t in present[:2]]
+    return chosen[:keep]

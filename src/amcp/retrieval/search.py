@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -18,7 +18,7 @@ from amcp.amf.timefmt import parse_ts
 from amcp.amf.types import Lifecycle
 from amcp.retrieval.embedders import Embedder
 from amcp.retrieval.fusion import Candidate, rerank_score, rrf
-from amcp.retrieval.lexical import match_query
+from amcp.retrieval.lexical import build_match, prune_terms, query_terms
 from amcp.retrieval.vectors import VectorIndex
 from amcp.store.base import RecordFilter, Store, StoredRecord
 
@@ -38,10 +38,24 @@ class Hit:
         return self.item.knowledge_id
 
 
+@dataclass(frozen=True, slots=True)
+class SearchTuning:
+    """The knobs of hybrid recall. Defaults were chosen on LoCoMo (bench/recall_locomo.py)."""
+
+    candidates: int = 50  # per ranker, before fusion
+    rrf_k: int = 60
+    lexical_weight: float = 1.0
+    vector_weight: float = 1.0
+    max_term_share: float = 0.2  # query terms in more of the records than this are dropped
+
+
 class HybridSearcher:
-    def __init__(self, store: Store, embedder: Embedder | None) -> None:
+    def __init__(
+        self, store: Store, embedder: Embedder | None, tuning: SearchTuning | None = None
+    ) -> None:
         self.store = store
         self.embedder = embedder
+        self.tuning = tuning or SearchTuning()
         self.index: VectorIndex | None = None
 
     # -- index maintenance ------------------------------------------------------------
@@ -99,36 +113,29 @@ class HybridSearcher:
         if not rowids:
             return set()
         names = self.store.ids_for_rowids(rowids)
-        flt_ids = RecordFilter(
-            scopes=flt.scopes,
-            types=flt.types,
-            kinds=flt.kinds,
-            tags=flt.tags,
-            lifecycles=flt.lifecycles,
-            created_after=flt.created_after,
-            created_before=flt.created_before,
-            subject_prefix=flt.subject_prefix,
-            ids=tuple(names.values()),
-            include_expired=flt.include_expired,
-            now=flt.now,
-        )
+        flt_ids = replace(flt, ids=tuple(names.values()))
         return set(self.store.rowids(flt_ids).tolist())
 
+    def lexical_search(self, query: str, flt: RecordFilter, k: int) -> list[tuple[str, float]]:
+        """BM25 over the query's informative terms (see ``prune_terms``)."""
+        terms = query_terms(query)
+        doc_freq, total = self.store.term_doc_freq(terms)
+        kept = prune_terms(terms, doc_freq, total, max_share=self.tuning.max_term_share)
+        return self.store.search_lexical(build_match(kept), flt, k) if kept else []
+
     def search(
-        self,
-        query: str,
-        flt: RecordFilter,
-        k: int,
-        *,
-        candidates: int = 50,
-        now: float | None = None,
+        self, query: str, flt: RecordFilter, k: int, *, now: float | None = None
     ) -> list[Hit]:
-        pool = max(candidates, k)
-        lexical = [kid for kid, _ in self.store.search_lexical(match_query(query), flt, pool)]
+        t = self.tuning
+        pool = max(t.candidates, k)
+        lexical = [kid for kid, _ in self.lexical_search(query, flt, pool)]
         vector: list[tuple[str, float]] = []
         if self.embedder is not None:
             vector = self.vector_search(self.embedder.embed_query(query), flt, pool)
-        fused = rrf(lexical, vector)
+        fused = rrf(
+            lexical, vector, lexical_weight=t.lexical_weight, vector_weight=t.vector_weight,
+            k=t.rrf_k,
+        )
         return self._rerank(fused[:pool], k, now if now is not None else time.time())
 
     def _rerank(self, fused: list[Candidate], k: int, now: float) -> list[Hit]:

@@ -84,6 +84,12 @@ MIGRATIONS: tuple[str, ...] = (
         PRIMARY KEY (event, rid)
     );
     """,
+    # 4: a vocabulary view of the lexical index, so a query can drop terms that occur in a
+    # large share of records before asking FTS5 to score them (common terms cost the most
+    # and rank the least).
+    """
+    CREATE VIRTUAL TABLE records_fts_vocab USING fts5vocab(records_fts, 'row');
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

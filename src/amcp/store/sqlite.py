@@ -12,6 +12,7 @@ import sqlite3
 import threading
 import time
 import uuid
+from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -53,6 +54,7 @@ _STATE_COLS = (
     "r.sensitive, r.weight, r.access_count, r.last_access, r.stored_at, r.body, r.checksum"
 )
 _DAY = 86_400
+_DECODED_CACHE = 20_000  # decoded records kept; ~2 KB each
 _EVENTS_MIGRATION = 3  # the schema version that added record_events (see _backfill_events)
 
 
@@ -78,6 +80,7 @@ class SQLiteStore:
         self._lock = threading.RLock()
         self._depth = 0
         self._dirty_head = False
+        self._decoded: OrderedDict[tuple[str, str], AMFRecord] = OrderedDict()
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._db = _connect(self.path, lock_timeout_s)
@@ -128,7 +131,7 @@ class SQLiteStore:
         # Migration 3 is SQL only and cannot read record bodies; fill its index here, once,
         # for stores written before it existed (the bodies were verified when written).
         rows = self._db.execute(
-            f"SELECT {_STATE_COLS} FROM records r WHERE r.body IS NOT NULL"  # noqa: S608
+            f"SELECT {_STATE_COLS} FROM records r WHERE r.body IS NOT NULL"
         ).fetchall()
         self._db.execute("BEGIN IMMEDIATE")
         try:
@@ -361,7 +364,7 @@ class SQLiteStore:
         """A live (active) record saying exactly what ``record`` says, if any."""
         with self._lock:
             row = self._db.execute(
-                f"SELECT {_STATE_COLS} FROM records r WHERE r.content_key=? "  # noqa: S608
+                f"SELECT {_STATE_COLS} FROM records r WHERE r.content_key=? "
                 "AND r.lifecycle='active' ORDER BY r.rowid LIMIT 1",
                 (content_key(record),),
             ).fetchone()
@@ -471,7 +474,14 @@ class SQLiteStore:
 
     # ------------------------------------------------------------------ reads
 
-    def _decode(self, row: Sequence[Any]) -> StoredRecord:
+    def _decode(self, row: Sequence[Any], *, full: bool = False) -> StoredRecord:
+        """Row → StoredRecord, refusing a body that does not match its id and checksum.
+
+        Reads skip the Ed25519 signature check (signatures are verified when a record enters
+        the store, and the signed change log vouches for the checksum); ``full`` re-checks it.
+        Decoded non-sensitive records are cached by (id, checksum): content is immutable, so
+        the cache can only go stale by tampering, which open-time and uncached reads catch.
+        """
         (
             _rowid,
             kid,
@@ -502,6 +512,12 @@ class SQLiteStore:
         )
         if body is None:
             return StoredRecord(kid, state, None)
+        with self._lock:  # the node reads from a thread pool
+            cached = None if full else self._decoded.get((kid, checksum))
+            if cached is not None:
+                self._decoded.move_to_end((kid, checksum))
+        if cached is not None:
+            return StoredRecord(kid, state, cached)
         raw = self.keyring.open(body, kid.encode()) if sensitive else body
         try:
             record = AMFRecord.from_dict(msgpack.unpackb(raw, raw=False))
@@ -509,13 +525,18 @@ class SQLiteStore:
             raise IntegrityError(f"stored record {kid} is unreadable: {exc}") from exc
         if record.knowledge_id != kid or record.integrity.checksum != checksum:
             raise IntegrityError(f"stored record {kid} does not match its row")
-        verify_integrity(record)
+        verify_integrity(record, signature=full)
+        if not sensitive and not full:
+            with self._lock:
+                self._decoded[(kid, checksum)] = record
+                if len(self._decoded) > _DECODED_CACHE:
+                    self._decoded.popitem(last=False)
         return StoredRecord(kid, state, record)
 
     def get(self, knowledge_id: str) -> StoredRecord | None:
         with self._lock:
             row = self._db.execute(
-                f"SELECT {_STATE_COLS} FROM records r WHERE r.knowledge_id=?",  # noqa: S608
+                f"SELECT {_STATE_COLS} FROM records r WHERE r.knowledge_id=?",
                 (knowledge_id,),
             ).fetchone()
         return self._decode(row) if row else None
@@ -535,7 +556,7 @@ class SQLiteStore:
         if after is not None:
             where += " AND r.rowid > COALESCE((SELECT rowid FROM records WHERE knowledge_id=?), 0)"
             params.append(after)
-        sql = f"SELECT {_STATE_COLS} FROM records r WHERE {where} ORDER BY r.rowid LIMIT ?"  # noqa: S608
+        sql = f"SELECT {_STATE_COLS} FROM records r WHERE {where} ORDER BY r.rowid LIMIT ?"
         with self._lock:
             rows = self._db.execute(sql, [*params, limit]).fetchall()
         return [self._decode(row) for row in rows]
@@ -573,6 +594,21 @@ class SQLiteStore:
         # bm25() is lower-is-better; flip the sign so every scorer is higher-is-better.
         return [(kid, -score) for kid, score in rows]
 
+    def term_doc_freq(self, terms: Sequence[str]) -> tuple[dict[str, int], int]:
+        """Documents containing each term, and (approximately) how many documents there are.
+
+        The total is the largest FTS rowid: O(1), and only purges (rare) make it overcount.
+        """
+        if not terms:
+            return {}, 0
+        marks = ",".join("?" * len(terms))
+        with self._lock:
+            rows = self._db.execute(
+                f"SELECT term, doc FROM records_fts_vocab WHERE term IN ({marks})", list(terms)
+            ).fetchall()
+            total = self._db.execute("SELECT MAX(rowid) FROM records_fts").fetchone()[0]
+        return {t: int(d) for t, d in rows}, int(total or 0)
+
     def iter_vectors(self, after_rowid: int = 0) -> Iterator[tuple[np.ndarray, np.ndarray]]:
         batch = 4096
         last = after_rowid
@@ -595,7 +631,7 @@ class SQLiteStore:
         marks = ",".join("?" * len(rowids))
         with self._lock:
             rows = self._db.execute(
-                f"SELECT rowid, knowledge_id FROM records WHERE rowid IN ({marks})",  # noqa: S608
+                f"SELECT rowid, knowledge_id FROM records WHERE rowid IN ({marks})",
                 [int(r) for r in rowids],
             ).fetchall()
         return {int(r): kid for r, kid in rows}
@@ -729,7 +765,7 @@ class SQLiteStore:
     def _verify_records(self, put_sums: dict[str, str]) -> list[str]:
         problems: list[str] = []
         with self._lock:
-            rows = self._db.execute(f"SELECT {_STATE_COLS} FROM records r").fetchall()  # noqa: S608
+            rows = self._db.execute(f"SELECT {_STATE_COLS} FROM records r").fetchall()
         for row in rows:
             kid = row[1]
             if row[13] is None and row[2] == Lifecycle.PURGED:
@@ -738,7 +774,7 @@ class SQLiteStore:
                 problems.append(f"{kid[:14]}…: checksum differs from its change-log entry")
                 continue
             try:
-                self._decode(row)
+                self._decode(row, full=True)
             except IntegrityError as exc:
                 problems.append(str(exc))
         stored = sum(1 for row in rows if row[13] is not None)
