@@ -43,6 +43,8 @@ def machine() -> dict[str, Any]:
         "msgpack": ".".join(map(str, msgpack.version)),
         "lz4": lz4.__version__,
         "crc32c_impl": google_crc32c.implementation,
+        # Other work on a shared machine depresses wall-clock rates; record it.
+        "loadavg_1_5_15": os.getloadavg(),
     }
 
 

@@ -271,6 +271,7 @@ def main() -> int:
             "platform": platform.platform(),
             "cpu_count": os.cpu_count(),
             "python": sys.version.split()[0],
+            "loadavg_1_5_15": os.getloadavg(),
         },
         **result,
     }
