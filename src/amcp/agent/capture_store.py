@@ -102,6 +102,28 @@ def to_memory(hint: RecordHint, *, scope: str, session: str | None = None) -> Ne
 class Sink(Protocol):
     def write(self, items: Sequence[NewMemory]) -> list[tuple[str, bool]]: ...
     def has_text(self, text: str, scopes: Sequence[str]) -> bool: ...
+    def find_secret(self, item: NewMemory) -> str | None: ...
+
+
+def find_secret(memory: Memory, item: NewMemory) -> str | None:
+    """An active credential record in ``item``'s scope holding the same secret.
+
+    Session evidence makes two writes of one key differ in content, so content dedup
+    alone misses a key pasted again in a later session; comparing the decrypted values of
+    the few records under the same subject does not (and reveals nothing outside here).
+    """
+    from amcp.store.base import RecordFilter
+
+    if not item.subject or item.object is None:
+        return None
+    rows = memory.list_records(
+        RecordFilter(scopes=(item.scope,), subjects=(item.subject,), kinds=(item.kind,)),
+        limit=50, reveal=True,
+    )
+    for row in rows:
+        if row.record is not None and row.record.core.object == item.object:
+            return row.knowledge_id
+    return None
 
 
 class MemorySink:
@@ -115,6 +137,9 @@ class MemorySink:
     def has_text(self, text: str, scopes: Sequence[str]) -> bool:
         return has_same_text(self.memory, text, scopes)
 
+    def find_secret(self, item: NewMemory) -> str | None:
+        return find_secret(self.memory, item)
+
 
 class BackendSink:
     def __init__(self, backend: Backend) -> None:
@@ -125,6 +150,10 @@ class BackendSink:
 
     def has_text(self, text: str, scopes: Sequence[str]) -> bool:
         return self.backend.has_text(text, scopes)
+
+    def find_secret(self, item: NewMemory) -> str | None:
+        memory = getattr(self.backend, "memory", None)  # a node cannot reveal to us: None
+        return find_secret(memory, item) if memory is not None else None
 
 
 class CaptureWriter:
@@ -183,10 +212,21 @@ class CaptureWriter:
         hints = [o.record_hint(reveal=o.sensitive) for o in outputs]
         writes = [to_memory(h, scope=self.scopes.for_kind(h.x_kind), session=self.session)
                   for h in hints]
-        done = self.sink.write(writes) if self.sink is not None and writes else []
+        known: dict[int, str] = {}
+        if self.sink is not None:
+            for n, w in enumerate(writes):
+                if w.sensitive and (kid := self.sink.find_secret(w)) is not None:
+                    known[n] = kid
+        todo = [w for n, w in enumerate(writes) if n not in known]
+        done = iter(self.sink.write(todo) if self.sink is not None and todo else [])
         out = []
         for n, (hint, w) in enumerate(zip(hints, writes, strict=True)):
-            kid, created = done[n] if done else (None, False)
+            if n in known:
+                kid, created = known[n], False
+            elif self.sink is not None:
+                kid, created = next(done)
+            else:
+                kid, created = None, False
             out.append(Stored(kid, created, hint.x_kind, int(hint.importance), hint.sensitive,
                               w.scope, hint.text))
         return out
@@ -200,5 +240,6 @@ __all__ = [
     "Sink",
     "Stored",
     "default_scopes",
+    "find_secret",
     "to_memory",
 ]
