@@ -178,13 +178,20 @@ class Memory:
         """
         if not isinstance(record, AMFRecord):
             shaped = AMFRecord.from_dict(record)
-            existing = self.store.get(shaped.knowledge_id) if shaped else None
-            if (
-                existing is not None
-                and existing.record is not None
-                and (existing.record.integrity.checksum != shaped.integrity.checksum)
-            ):
-                raise ConflictError(f"{shaped.knowledge_id} already exists with different content")
+            existing = self.store.get(shaped.knowledge_id)
+            if existing is not None and existing.record is not None:
+                before = existing.record
+                # 409 is about content, not the claimed checksum: an edited record that kept
+                # its old checksum field is a conflict here, not (yet) a forged checksum.
+                if (before.core, before.meta, before.type) != (
+                    shaped.core,
+                    shaped.meta,
+                    shaped.type,
+                ):
+                    raise ConflictError(
+                        f"{shaped.knowledge_id} already exists with different content; write a "
+                        "new record with causal.supersedes instead"
+                    )
             record = parse_record(record)
         else:
             verify_integrity(record)  # already shaped: only its id/checksum/signature to check
@@ -513,7 +520,9 @@ class Memory:
 
         return export_ndjson(self, out, include_sensitive=include_sensitive)
 
-    def import_(self, source: Iterable[str | bytes], *, batch: int = 256, progress: Any = None) -> Any:
+    def import_(
+        self, source: Iterable[str | bytes], *, batch: int = 256, progress: Any = None
+    ) -> Any:
         from amcp.portability.ndjson import import_ndjson
 
         return import_ndjson(self, source, batch=batch, progress=progress)

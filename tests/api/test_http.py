@@ -177,7 +177,7 @@ def test_malformed_ndjson_line_is_named_and_nothing_is_stored(tmp_path: Path, cl
         ("/v1/memories", {}, "text"),
         ("/v1/memories", {"text": "x", "confidence": 2}, "confidence"),
         ("/v1/memories", {"text": "x", "type": "KT-NOPE"}, "type"),
-        ("/v1/memories", {"text": "x", "scope": "team:a"}, "scope"),
+        ("/v1/memories", {"text": "x", "scope": []}, "scope"),
         ("/v1/memories", {"text": "x", "sensitive": "yes"}, "sensitive"),
         ("/v1/memories", {"text": "x", "surprise": 1}, "surprise"),
         ("/v1/recall", {"query": "x", "k": 0}, "k"),
@@ -254,3 +254,10 @@ def test_openapi_document(client) -> None:
     assert "422" not in json.dumps(doc["paths"])
     assert "application/x-ndjson" in paths["/v1/import"]["post"]["requestBody"]["content"]
     assert "securitySchemes" not in doc.get("components", {})
+
+
+def test_a_single_scope_string_is_accepted_as_a_list(client: TestClient) -> None:
+    res = client.post("/v1/memories", json={"text": "one scope as text", "scope": "team:a"})
+    assert res.status_code == 201, res.text
+    kid = res.json()["knowledge_id"]
+    assert client.get(f"/v1/memories/{kid}").json()["amf"]["meta"]["project_scope"] == ["team:a"]

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictBool
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, StrictBool
 
 from amcp.amf.types import KnowledgeType, Lifecycle
 
@@ -44,10 +44,20 @@ class _In(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+def _one_or_many(value: object) -> object:
+    """People write ``"scope": "team:x"``; accept it as ``["team:x"]``."""
+    return [value] if isinstance(value, str) else value
+
+
+Scopes = Annotated[
+    list[Name], BeforeValidator(_one_or_many), Field(min_length=1, max_length=MAX_ITEMS)
+]
+
+
 class RememberIn(_In):
     text: Text
     type: KnowledgeType = KnowledgeType.FACT
-    scope: Annotated[list[Name], Field(min_length=1, max_length=MAX_ITEMS)] = ["*"]
+    scope: Scopes = ["*"]
     tags: Names | None = None
     kind: Name | None = None
     subject: Name | None = None
@@ -62,7 +72,7 @@ class RememberIn(_In):
 class SupersedeIn(_In):
     text: Text
     type: KnowledgeType | None = None
-    scope: Annotated[list[Name], Field(min_length=1, max_length=MAX_ITEMS)] | None = None
+    scope: Scopes | None = None
     tags: Names | None = None
     kind: Name | None = None
     confidence: Confidence = 0.9

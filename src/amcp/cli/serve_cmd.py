@@ -42,8 +42,11 @@ def serve(
     anchor: AnchorOpt = None,
     cert: CertOpt = None,
     embedder: Annotated[str, typer.Option("--embedder", "-e")] = "auto",
+    http_port: Annotated[
+        int, typer.Option(help="HTTP API + MCP (streamable HTTP at /mcp) port; 0 = off.")
+    ] = 8765,
 ) -> None:
-    """Run the AMCP node until interrupted."""
+    """Run the AMCP node (binary protocol) and the HTTP/MCP API until interrupted."""
     from amcp.node.server import NodeServer
     from amcp.session import AccessPolicy, TrustLevel
     from amcp.session.trust import load_anchors
@@ -72,8 +75,16 @@ def serve(
                       f"    with SyncClient.connect({target}) as node:\n"
                       "        print(node.health())\n"
                       f"    # async: client = await amcp.node.connect({target})")
+            if http_port and host:
+                from amcp.api.serve import serve_http
+
+                out.print(f"HTTP API http://{host}:{http_port}/v1  (OpenAPI /openapi.json, "
+                          f"MCP streamable HTTP /mcp)")
+                tasks = [server.serve_forever(), serve_http(mem, host, http_port, policy=access)]
+            else:
+                tasks = [server.serve_forever()]
             try:
-                await server.serve_forever()
+                await asyncio.gather(*tasks)
             finally:
                 await server.close()
 
