@@ -256,7 +256,7 @@ def test_openapi_document(client) -> None:
     assert "securitySchemes" not in doc.get("components", {})
 
 
-def test_a_single_scope_string_is_accepted_as_a_list(client: TestClient) -> None:
+def test_a_single_scope_string_is_accepted_as_a_list(client) -> None:
     res = client.post("/v1/memories", json={"text": "one scope as text", "scope": "team:a"})
     assert res.status_code == 201, res.text
     kid = res.json()["knowledge_id"]
