@@ -34,7 +34,7 @@ from amcp.errors import (
 )
 from amcp.keyring import Keyring
 from amcp.retrieval.embedders import Embedder, get_embedder
-from amcp.retrieval.indexing import embed_text, index_text
+from amcp.retrieval.indexing import embed_text, index_context, index_text
 from amcp.retrieval.lexical import index_terms
 from amcp.retrieval.search import Hit, HybridSearcher
 from amcp.store.base import ChangeOp, RecordFilter, Store, StoredRecord, StoreStats
@@ -255,6 +255,7 @@ class Memory:
                 hlc=hlc,
                 vector=vector,
                 index_text=index_terms(index_text(record, sensitive)),
+                index_context=index_terms(index_context(record, sensitive)),
                 sensitive=sensitive,
                 expires_at=expires_at,
                 lifecycle=lifecycle,

@@ -8,7 +8,7 @@ from amcp.store.base import Store
 
 
 def index_text(record: AMFRecord, sensitive: bool) -> str:
-    """Lexical text: statement, context hint, subject words and tags.
+    """Lexical text of the record itself: statement, subject words and tags.
 
     A sensitive record is indexed by its subject, tags and kind only — never its content,
     which must not be findable (or leak through snippets) without being revealed.
@@ -16,11 +16,17 @@ def index_text(record: AMFRecord, sensitive: bool) -> str:
     parts = [record.core.subject.replace(".", " "), *record.tags]
     if not sensitive:
         parts.insert(0, record.text)
-        if record.annotation and record.annotation.context_hint:
-            parts.append(record.annotation.context_hint)
     elif record.kind:
         parts.append(record.kind)
     return " ".join(parts)
+
+
+def index_context(record: AMFRecord, sensitive: bool) -> str:
+    """Lexical text of the record's surroundings (``annotation.context_hint``), indexed in
+    its own column so a search can weigh it below the record's own words."""
+    if sensitive or record.annotation is None or not record.annotation.context_hint:
+        return ""
+    return record.annotation.context_hint
 
 
 def embed_text(record: AMFRecord, sensitive: bool) -> str:

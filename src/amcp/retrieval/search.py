@@ -47,6 +47,7 @@ class SearchTuning:
     lexical_weight: float = 1.0
     vector_weight: float = 1.0
     max_term_share: float = 0.2  # query terms in more of the records than this are dropped
+    context_weight: float = 1.0  # BM25 weight of a record's context words vs its own words
 
 
 class HybridSearcher:
@@ -121,7 +122,11 @@ class HybridSearcher:
         terms = query_terms(query)
         doc_freq, total = self.store.term_doc_freq(terms)
         kept = prune_terms(terms, doc_freq, total, max_share=self.tuning.max_term_share)
-        return self.store.search_lexical(build_match(kept), flt, k) if kept else []
+        if not kept:
+            return []
+        return self.store.search_lexical(
+            build_match(kept), flt, k, context_weight=self.tuning.context_weight
+        )
 
     def search(
         self, query: str, flt: RecordFilter, k: int, *, now: float | None = None

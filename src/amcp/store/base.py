@@ -134,6 +134,7 @@ class Store(Protocol):
         hlc: int,
         vector: np.ndarray | None = None,
         index_text: str | None = None,
+        index_context: str | None = None,
         sensitive: bool = False,
         expires_at: float | None = None,
         lifecycle: Lifecycle = Lifecycle.ACTIVE,
@@ -180,7 +181,11 @@ class Store(Protocol):
 
     def rowids(self, flt: RecordFilter) -> np.ndarray: ...
 
-    def search_lexical(self, terms: str, flt: RecordFilter, k: int) -> list[tuple[str, float]]: ...
+    def search_lexical(
+        self, terms: str, flt: RecordFilter, k: int, *, context_weight: float = 1.0
+    ) -> list[tuple[str, float]]:
+        """BM25 over the record's own terms and (weighted by ``context_weight``) its context."""
+        ...
 
     def term_doc_freq(self, terms: Sequence[str]) -> tuple[dict[str, int], int]: ...
 

@@ -49,7 +49,9 @@ MIGRATIONS: tuple[str, ...] = (
         tag   TEXT NOT NULL,
         PRIMARY KEY (tag, rid)
     );
-    CREATE VIRTUAL TABLE records_fts USING fts5(terms, tokenize='unicode61 remove_diacritics 2');
+    CREATE VIRTUAL TABLE records_fts USING fts5(
+        terms, context, tokenize='unicode61 remove_diacritics 2'
+    );
     CREATE TABLE vectors (
         rowid INTEGER PRIMARY KEY REFERENCES records(rowid),
         vec   BLOB NOT NULL

@@ -256,6 +256,7 @@ class SQLiteStore:
         hlc: int,
         vector: np.ndarray | None = None,
         index_text: str | None = None,
+        index_context: str | None = None,
         sensitive: bool = False,
         expires_at: float | None = None,
         lifecycle: Lifecycle = Lifecycle.ACTIVE,
@@ -316,9 +317,10 @@ class SQLiteStore:
                 [(rowid, t) for t in record.tags],
             )
             self._index_events(rowid, record)
-            if index_text:
+            if index_text or index_context:
                 self._db.execute(
-                    "INSERT INTO records_fts(rowid, terms) VALUES (?,?)", (rowid, index_text)
+                    "INSERT INTO records_fts(rowid, terms, context) VALUES (?,?,?)",
+                    (rowid, index_text or "", index_context or ""),
                 )
             if vector is not None:
                 self._db.execute(
@@ -577,18 +579,20 @@ class SQLiteStore:
             ).fetchall()
         return np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
 
-    def search_lexical(self, terms: str, flt: RecordFilter, k: int) -> list[tuple[str, float]]:
+    def search_lexical(
+        self, terms: str, flt: RecordFilter, k: int, *, context_weight: float = 1.0
+    ) -> list[tuple[str, float]]:
         if not terms.strip():
             return []
         where, params = where_clause(flt)
         sql = (
-            "SELECT r.knowledge_id, bm25(records_fts) AS score FROM records_fts "
+            "SELECT r.knowledge_id, bm25(records_fts, 1.0, ?) AS score FROM records_fts "
             "JOIN records r ON r.rowid = records_fts.rowid "
             f"WHERE records_fts MATCH ? AND {where} ORDER BY score LIMIT ?"
         )
         with self._lock:
             try:
-                rows = self._db.execute(sql, [terms, *params, k]).fetchall()
+                rows = self._db.execute(sql, [context_weight, terms, *params, k]).fetchall()
             except sqlite3.OperationalError as exc:
                 raise StoreError(f"lexical search failed: {exc}") from exc
         # bm25() is lower-is-better; flip the sign so every scorer is higher-is-better.
