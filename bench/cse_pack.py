@@ -62,7 +62,13 @@ def build(path: Path, n: int) -> None:
 
 def digest_once(path: Path, now: float) -> str:
     with Memory(path, embedder="hashing") as mem:
-        return str(mem.context(REQUEST["task"], budget_tokens=8000, now=now).digest)
+        digest = str(mem.context(REQUEST["task"], budget_tokens=8000, now=now).digest)
+        # Above 20k vectors the retrieval index builds an HNSW graph in a background thread;
+        # exiting while faiss is still building aborts the process (SIGABRT), so wait.
+        index = mem.searcher.index
+        if index is not None:
+            index.wait_for_ann(timeout=900)
+        return digest
 
 
 def run(path: Path, n: int, packs: int) -> dict[str, object]:
