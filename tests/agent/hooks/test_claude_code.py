@@ -253,3 +253,16 @@ def test_no_store_yet_is_a_notice(tmp_path: Path, proj: Path, event: str) -> Non
 def test_unknown_event_is_a_notice(home: Path) -> None:
     out = call("bogus", "{}", config(home))
     assert out is not None and "unknown hook event" in out["systemMessage"]
+
+
+def test_session_start_shows_user_preferences_only_and_no_secrets(home: Path,
+                                                                  proj: Path) -> None:
+    seed(home)
+    with Memory(home / "memory.db", embedder="hashing") as mem:
+        task = mem.remember("Renew the passport next month", scope="user:alice",
+                            kind="task").knowledge_id
+        secret = mem.remember("User's deploy token: tok-…", scope="project:proj",
+                              kind="credential", sensitive=True).knowledge_id
+    ctx = context_of(call("session-start", payload("SessionStart", proj), config(home)))
+    assert task[:14] not in ctx  # user scope, but not a preference
+    assert secret[:14] not in ctx  # sensitive: never in the pointer tier

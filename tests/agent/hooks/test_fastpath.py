@@ -166,3 +166,23 @@ def test_config_from_env(tmp_path: Path, value: str) -> None:
     expected = {"off": None, "127.0.0.1:7800": ("127.0.0.1", 7800)}.get(
         value, ("127.0.0.1", NODE_PORT))
     assert cfg.node == expected
+
+
+def test_entry_captures_the_prompt_in_the_background(tmp_path: Path) -> None:
+    import time
+
+    home = tmp_path / "home"
+    seed(home)
+    proj = git_project(tmp_path)
+    res = run_entry("prompt", payload("UserPromptSubmit", proj,
+                                      prompt="From now on, always use pytest -q."),
+                    hook_env(home))
+    assert res.returncode == 0, res.stderr
+    assert "remembered" not in res.stdout  # not inline: the answer did not wait for it
+    deadline = time.monotonic() + 60
+    found: list[str] = []
+    while time.monotonic() < deadline and not found:
+        with Memory(home / "memory.db", embedder="hashing") as mem:
+            found = [r.text for r in mem.recall("pytest", k=3).records if "pytest" in r.text]
+        time.sleep(0.2)
+    assert found

@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -37,6 +39,7 @@ from amcp.agent.hooks.fastpath import (
 from amcp.agent.hooks.ledger import LedgerStore, SessionLedger
 
 EVENTS = ("session-start", "prompt", "post-tool", "stop")
+PREFERENCE_KINDS = ("preference",)  # what session start shows from the user's scopes
 MAX_STDIN = 4 * 1024 * 1024  # hook input beyond this is not a hook payload
 TRANSCRIPT_TAIL = 256 * 1024  # bytes of the transcript read to find the last reply
 LEARN = re.compile(r"^\s*AMCP-LEARN:\s*(?P<text>\S.{2,})$", re.MULTILINE)
@@ -63,6 +66,10 @@ class HookConfig:
     pointer_limit: int = 40
     prompt_k: int = 5
     capture_prompts: bool = True
+    # "background": the prompt's capture runs in a detached process, off the agent's
+    # critical path (the capture rules alone take ~0.3 s to import); "inline" for tests.
+    capture_mode: str = "inline"
+    python: str = sys.executable
 
     @property
     def ledgers(self) -> LedgerStore:
@@ -163,7 +170,13 @@ def relevant(query: str, text: str) -> bool:
 
 
 def open_backend(cfg: HookConfig, scopes: tuple[str, ...] = (), *, boot_budget: int = 0,
-                 task: str = "coding-agent hook") -> Backend:
+                 task: str = "coding-agent hook", verify: bool = False) -> Backend:
+    """The node when one answers, else the store file.
+
+    The file's whole change log is verified (hash chain, signed head, witness) when a
+    session starts; the per-prompt hooks skip that O(records) walk and rely on the
+    checksum every decoded record is checked against (see docs/hooks.md, Latency).
+    """
     if cfg.node is not None and node_listening(*cfg.node, cfg.probe_timeout):
         from amcp.node.link import NodeUnavailable
 
@@ -172,7 +185,7 @@ def open_backend(cfg: HookConfig, scopes: tuple[str, ...] = (), *, boot_budget: 
                                        task=task, budget_tokens=boot_budget)
         except (NodeUnavailable, OSError):
             pass  # the node went away between probe and connect: fall back to the file
-    return LocalBackend.open(cfg.store, lock_timeout=cfg.lock_timeout)
+    return LocalBackend.open(cfg.store, lock_timeout=cfg.lock_timeout, verify=verify)
 
 
 def _scopes(ledger: SessionLedger) -> tuple[str, ...]:
@@ -188,14 +201,12 @@ def session_start(inp: HookInput, cfg: HookConfig) -> dict[str, Any] | None:
     name = project_of(inp.cwd)
     scope = project_scope(name)
     backend = open_backend(cfg, (scope,) if scope else (), boot_budget=4000,
-                           task=f"session start in {name or inp.cwd.name}")
+                           task=f"session start in {name or inp.cwd.name}", verify=True)
     try:
         users = backend.user_scopes()
         project_lines = backend.pointers([scope], cfg.pointer_limit) if scope else []
-        prefs = [
-            ln for ln in backend.pointers(list(users), cfg.pointer_limit)
-            if ln.kind in (None, "preference") or ln.scope.startswith("user:")
-        ] if users else []
+        prefs = backend.pointers(list(users), cfg.pointer_limit,
+                                 kinds=PREFERENCE_KINDS) if users else []
     finally:
         backend.close()
     seen: set[str] = set()
@@ -225,16 +236,19 @@ def prompt(inp: HookInput, cfg: HookConfig) -> dict[str, Any] | None:
     scopes = _scopes(ledger)
     backend = open_backend(cfg, scopes)
     notes: list[str] = []
+    inline = cfg.capture_prompts and cfg.capture_mode == "inline"
     try:
         hits = backend.recall(text, scopes, cfg.prompt_k * 3)
         fresh = [h for h in hits if h.knowledge_id not in ledger.shown
                  and relevant(text, h.text)][: cfg.prompt_k]
         ledger = ledger.with_shown([h.knowledge_id for h in fresh])
-        if cfg.capture_prompts:
+        if inline:
             notes = capture_prompt(backend, text, inp.session_id, ledger)
     finally:
         backend.close()
     ledgers.save(ledger)
+    if cfg.capture_prompts and not inline:
+        spawn_capture(inp, cfg)
     parts: list[str] = []
     if fresh:
         parts.append(fence("AMCP memories relevant to this prompt:",
@@ -254,6 +268,37 @@ def capture_prompt(backend: Backend, text: str, session: str,
     writer = CaptureWriter.for_backend(backend, scopes=scopes, session=session)
     stored = writer.feed({"role": "user", "content": text})
     return [f"remembered {(s.knowledge_id or '')[:14]} ({s.x_kind})" for s in stored]
+
+
+def spawn_capture(inp: HookInput, cfg: HookConfig) -> None:
+    """Hand the prompt to a detached ``capture-prompt`` process and return at once."""
+    data = json.dumps({"session_id": inp.session_id, "cwd": str(inp.cwd),
+                       "prompt": inp.text("prompt")})
+    proc = subprocess.Popen(  # noqa: S603 - our own interpreter and module, no shell
+        [cfg.python, "-m", "amcp.agent.hooks", "capture-prompt"],
+        stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        start_new_session=True,  # survives the hook's exit; Claude Code does not wait for it
+    )
+    assert proc.stdin is not None
+    with proc.stdin:
+        proc.stdin.write(data.encode("utf-8"))
+    proc.returncode = 0  # detached on purpose: not ours to reap, so no "still running" warning
+
+
+def capture_event(inp: HookInput, cfg: HookConfig) -> dict[str, Any] | None:
+    """The background half of ``prompt``: capture the prompt and store what it says."""
+    text = inp.text("prompt")
+    if not text.strip():
+        return None
+    ledger = cfg.ledgers.load(inp.session_id)
+    if ledger.project_scope is None:
+        ledger = replace(ledger, project_scope=project_scope(project_of(inp.cwd)))
+    backend = open_backend(cfg, _scopes(ledger))
+    try:
+        capture_prompt(backend, text, inp.session_id, ledger)
+    finally:
+        backend.close()
+    return None
 
 
 def post_tool(inp: HookInput, cfg: HookConfig) -> dict[str, Any] | None:
@@ -396,6 +441,7 @@ HANDLERS: dict[str, Callable[[HookInput, HookConfig], dict[str, Any] | None]] = 
     "prompt": prompt,
     "post-tool": post_tool,
     "stop": stop,
+    "capture-prompt": capture_event,  # internal: spawned by `prompt` in background mode
 }
 
 

@@ -84,7 +84,8 @@ class NewMemory:
 class Backend(Protocol):
     name: str
 
-    def pointers(self, scopes: Sequence[str], limit: int) -> list[MemoryLine]: ...
+    def pointers(self, scopes: Sequence[str], limit: int,
+                 kinds: Sequence[str] | None = None) -> list[MemoryLine]: ...
     def recall(self, query: str, scopes: Sequence[str], k: int) -> list[MemoryLine]: ...
     def user_scopes(self) -> tuple[str, ...]: ...
     def remember(self, item: NewMemory) -> str: ...
@@ -116,17 +117,23 @@ class LocalBackend:
         self.memory = memory
 
     @classmethod
-    def open(cls, path: Path, *, lock_timeout: float = 0.25) -> LocalBackend:
+    def open(cls, path: Path, *, lock_timeout: float = 0.25, verify: bool = True
+             ) -> LocalBackend:
+        """``verify=False`` skips the change-log walk on open (O(records): ~0.7 s at 10k);
+        every record read is still checked against its checksum when decoded."""
         if not path.exists():
             raise NoStore(f"no store at {path}; run `amcp init` first")
         from amcp.keyring import Keyring
         from amcp.memory import Memory
+        from amcp.retrieval.search import HybridSearcher
         from amcp.store.sqlite import SQLiteStore
 
-        store = SQLiteStore(path, Keyring(path.parent / "keys"), lock_timeout_s=lock_timeout)
+        store = SQLiteStore(path, Keyring(path.parent / "keys"), lock_timeout_s=lock_timeout,
+                            verify_on_open=verify)
         try:
             recorded = store.get_meta("embedding_model") or ""
-            # The hashing embedder is a pure function (no model to load): keep hybrid recall.
+            # The hashing embedder is a pure function (no model to load), so a hashing store
+            # still gets vectors for what a hook writes.
             hashing = recorded.startswith("hashing-")
             memory = Memory(
                 path,
@@ -134,6 +141,9 @@ class LocalBackend:
                 check_embedder=hashing,
                 store=store,
             )
+            # Reads are lexical-only whatever the store: loading every vector into an index
+            # costs more (~150 ms at 10k records) than a hook may spend on the whole prompt.
+            memory.searcher = HybridSearcher(store, None)
         except BaseException:
             store.close()
             raise
@@ -142,13 +152,17 @@ class LocalBackend:
     def _lines(self, items: Sequence[Any]) -> list[MemoryLine]:
         return [line_of(i.record, i.state.weight) for i in items if i.record is not None]
 
-    def pointers(self, scopes: Sequence[str], limit: int) -> list[MemoryLine]:
+    def pointers(self, scopes: Sequence[str], limit: int,
+                 kinds: Sequence[str] | None = None) -> list[MemoryLine]:
         from amcp.store.base import RecordFilter
 
         if not scopes:
             return []
-        rows = self.memory.store.states(RecordFilter(scopes=tuple(scopes)), limit=limit,
-                                        ranked=True)
+        flt = RecordFilter(scopes=tuple(scopes), kinds=tuple(kinds) if kinds else None)
+        # Sensitive records stay out of the pointer tier: even redacted, a line announcing
+        # "User's AWS key: AKIA…" in every session start is more than the task needs.
+        rows = [r for r in self.memory.store.states(flt, limit=limit * 2, ranked=True)
+                if not r.state.sensitive][:limit]
         if not rows:
             return []
         found = self.memory.list_records(
@@ -248,7 +262,9 @@ class NodeBackend:
             options["project_scope"] = list(scopes)
         return cls(SyncClient.connect(host, port, **options))
 
-    def pointers(self, scopes: Sequence[str], limit: int) -> list[MemoryLine]:
+    def pointers(self, scopes: Sequence[str], limit: int,
+                 kinds: Sequence[str] | None = None) -> list[MemoryLine]:
+        del kinds  # the node's pack already chose the records for the boot's scopes
         # The connection's cold boot already built the pack for these scopes.
         pack = (self.client.client.boot or {}).get("pack") or {}
         lines = []
