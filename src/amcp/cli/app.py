@@ -228,9 +228,13 @@ def import_cmd(
     """Import an NDJSON export. Idempotent; purged records never come back."""
     if not path.exists():
         raise typer.BadParameter(f"{path} does not exist")
-    with open_memory(store, embedder, create=True) as mem, path.open("rb") as fh, Progress(
-        SpinnerColumn(), TextColumn("{task.description}"), transient=True, disable=json_
-    ) as bar:
+    with (
+        open_memory(store, embedder, create=True) as mem,
+        path.open("rb") as fh,
+        Progress(
+            SpinnerColumn(), TextColumn("{task.description}"), transient=True, disable=json_
+        ) as bar,
+    ):
         task = bar.add_task("importing", total=None)
 
         def tick(rep: Any) -> None:
@@ -257,6 +261,53 @@ def import_cmd(
             if rep.complete
             else " — [yellow]no valid end marker: the file may be truncated[/yellow]"
         )
+    )
+
+
+@app.command()
+@friendly
+def query(
+    amql: Annotated[
+        str, typer.Argument(help="One AMQL statement: RECALL, REMEMBER, FORGET, DISTILL.")
+    ],
+    scope: Annotated[list[str] | None, typer.Option("--scope", help="Only these scopes.")] = None,
+    explain: Annotated[bool, typer.Option(help="Print the plan (pushed vs residual).")] = False,
+    store: StoreOpt = None,
+    embedder: EmbedOpt = "auto",
+    json_: JsonOpt = False,
+) -> None:
+    """Run an AMQL statement (docs/amql.md)."""
+    with open_memory(store, embedder, create=True) as mem:
+        res = mem.query(amql, scopes=scope)
+    if json_:
+        emit_json(res.to_response())
+        return
+    if explain:
+        out.print(f"[dim]{res.explain}[/dim]")
+    if res.written or res.invalidated:
+        for kid in res.written:
+            out.print(f"stored {kid}")
+        for kid in res.invalidated:
+            out.print(f"invalidated {kid}")
+        return
+    if not res.records:
+        out.print("no records match")
+        return
+    table = Table("id", "type", "conf", "text", box=None)
+    for item in res.records:
+        rec = item.record
+        if rec is not None:
+            table.add_row(
+                item.knowledge_id[:14] + "…",
+                rec.type.value,
+                f"{rec.core.confidence:.2f}",
+                rec.text[:100],
+            )
+    out.print(table)
+    out.print(
+        f"[dim]{len(res.records)} records, {res.total_tokens} tokens"
+        + (" (truncated)" if res.truncated else "")
+        + "[/dim]"
     )
 
 
@@ -318,6 +369,7 @@ def demo(
 
 
 # Commands that live in their own modules, registered after the core ones.
+from amcp.cli import context_cmd  # noqa: E402
 from amcp.cli.api_cmd import http, mcp  # noqa: E402
 from amcp.cli.conformance_cmd import conformance  # noqa: E402
 from amcp.cli.serve_cmd import serve, trust_app  # noqa: E402
@@ -327,6 +379,10 @@ app.add_typer(trust_app, name="trust")
 app.command("mcp")(mcp)
 app.command("http")(http)
 app.command("conformance")(conformance)
+app.command("context")(context_cmd.context)
+app.command("outcome")(context_cmd.outcome)
+app.command("signal")(context_cmd.signal)
+app.command("event")(context_cmd.event)
 
 
 def main() -> None:
