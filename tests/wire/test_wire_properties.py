@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from wire_kit import cipher_pair, feed_chunks
 
@@ -84,7 +84,7 @@ def test_round_trip(frame: Frame, opts: dict[str, Any], cut_at: list[int]) -> No
     except LocalProtocolError as exc:
         # A fragmented message starting near 2**64 has no room for its fragments' sequence
         # numbers; refusing to encode it is the specified behaviour. Nothing else may fail.
-        assert "overflow SEQUENCE_NUMBER" in str(exc)
+        assert "overflow SEQUENCE_NUMBER" in str(exc)  # noqa: PT017 - hypothesis, not pytest.raises
         assert frame.seq > 2**63
         return
     decoder = FrameDecoder(cipher=RECEIVER, max_payload=opts["max_payload"])
