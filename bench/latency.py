@@ -17,22 +17,105 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import median, percentile, save  # noqa: E402
+from common import median, percentile, save
 
-from amcp.memory import Memory  # noqa: E402
+from amcp.memory import Memory
 
 PEOPLE = ["Alice", "Bob", "Chen Wei", "Dana", "Emeka", "Farah", "Giulia", "Hiro", "Ines", "Jonas"]
-THINGS = """postgres redis kafka terraform kubernetes react django fastapi pandas numpy airflow
-grafana prometheus nginx docker jenkins github-actions sentry stripe okx binance s3 bigquery
-snowflake dbt spark flink rust go typescript python java kotlin swift elixir ruby php rails vue
-svelte tailwind graphql grpc protobuf avro parquet duckdb sqlite clickhouse elasticsearch
-opensearch qdrant pgvector faiss onnx pytorch tensorflow jax vllm ollama langgraph celery rabbitmq
-""".split()
-VERBS = ["requires", "breaks when", "is faster with", "conflicts with", "is configured with",
-         "must not use", "was migrated to", "depends on", "is deprecated in favour of", "caches"]
-ASPECTS = ["connection pooling", "retry backoff", "rate limits", "timeouts", "TLS certificates",
-           "schema migrations", "batch size", "memory limits", "feature flags", "log levels",
-           "API keys rotation", "index rebuilds", "cold starts", "dependency pinning", "sharding"]
+THINGS = [
+    "postgres",
+    "redis",
+    "kafka",
+    "terraform",
+    "kubernetes",
+    "react",
+    "django",
+    "fastapi",
+    "pandas",
+    "numpy",
+    "airflow",
+    "grafana",
+    "prometheus",
+    "nginx",
+    "docker",
+    "jenkins",
+    "github-actions",
+    "sentry",
+    "stripe",
+    "okx",
+    "binance",
+    "s3",
+    "bigquery",
+    "snowflake",
+    "dbt",
+    "spark",
+    "flink",
+    "rust",
+    "go",
+    "typescript",
+    "python",
+    "java",
+    "kotlin",
+    "swift",
+    "elixir",
+    "ruby",
+    "php",
+    "rails",
+    "vue",
+    "svelte",
+    "tailwind",
+    "graphql",
+    "grpc",
+    "protobuf",
+    "avro",
+    "parquet",
+    "duckdb",
+    "sqlite",
+    "clickhouse",
+    "elasticsearch",
+    "opensearch",
+    "qdrant",
+    "pgvector",
+    "faiss",
+    "onnx",
+    "pytorch",
+    "tensorflow",
+    "jax",
+    "vllm",
+    "ollama",
+    "langgraph",
+    "celery",
+    "rabbitmq",
+]
+VERBS = [
+    "requires",
+    "breaks when",
+    "is faster with",
+    "conflicts with",
+    "is configured with",
+    "must not use",
+    "was migrated to",
+    "depends on",
+    "is deprecated in favour of",
+    "caches",
+]
+ASPECTS = [
+    "connection pooling",
+    "retry backoff",
+    "rate limits",
+    "timeouts",
+    "TLS certificates",
+    "schema migrations",
+    "batch size",
+    "memory limits",
+    "feature flags",
+    "log levels",
+    "API keys rotation",
+    "index rebuilds",
+    "cold starts",
+    "dependency pinning",
+    "sharding",
+]
 TYPES = ["KT-FACT", "KT-PITFALL", "KT-DECISION", "KT-CONTEXT", "KT-PRINCIPLE"]
 
 
@@ -56,8 +139,12 @@ def run(size: int, embedder: str, queries: int, batch: int) -> dict[str, float]:
         t0 = time.perf_counter()
         for start in range(0, size, batch):
             items = [
-                {"text": memory_text(rng, i), "scope": f"team:{i % 8}", "type": TYPES[i % 5],
-                 "tags": [rng.choice(THINGS)]}
+                {
+                    "text": memory_text(rng, i),
+                    "scope": f"team:{i % 8}",
+                    "type": TYPES[i % 5],
+                    "tags": [rng.choice(THINGS)],
+                }
                 for i in range(start, min(size, start + batch))
             ]
             mem.remember_many(items)

@@ -77,8 +77,8 @@ def ingest(mem: Memory, sample: dict[str, object]) -> int:
 def evidence_ids(qa: dict[str, object], known: set[str]) -> list[str]:
     out: list[str] = []
     for item in qa.get("evidence", []):  # type: ignore[union-attr]
-        for part in str(item).replace(",", ";").split(";"):
-            part = part.strip()
+        for raw in str(item).replace(",", ";").split(";"):
+            part = raw.strip()
             if part in known and part not in out:
                 out.append(part)
     return out

@@ -59,7 +59,7 @@ class AmcpError(Exception):
 
 
 class ValidationError(AmcpError):
-    """A record or request is malformed. ``field`` names the offending path (``core.confidence``)."""
+    """A record or request is malformed; ``field`` names the path (``core.confidence``)."""
 
     status = Status.BAD_REQUEST
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -34,7 +35,5 @@ def open_store(request: Any, tmp_path: Path) -> Iterator[Callable[[], Store]]:
 
     yield make
     for store in opened:
-        try:
+        with contextlib.suppress(Exception):  # a test may have closed it already
             store.close()
-        except Exception:
-            pass

@@ -75,7 +75,7 @@ class MappingView:
         return self.clusters(query)
 
 
-def evaluate(expr: Expr, view: RecordView) -> bool:  # noqa: PLR0911 (one return per node type)
+def evaluate(expr: Expr, view: RecordView) -> bool:
     """Whether the record behind ``view`` satisfies ``expr``.
 
     Recursion depth is bounded by the parser's nesting cap (``schema.MAX_DEPTH``).

@@ -94,7 +94,7 @@ def split_where(expr: Expr | None, columns: Collection[str] = STORED_FIELDS) -> 
 Resolver = Callable[[FuncCall | ClusterSubquery], Value]
 
 
-def bind(expr: Expr, resolve: Resolver) -> Expr:  # noqa: PLR0911 (one return per node type)
+def bind(expr: Expr, resolve: Resolver) -> Expr:
     """Replace value functions and subqueries by what ``resolve`` returns for them.
 
     Predicate functions (semantic_match, ...) stay: they depend on the record. A resolver

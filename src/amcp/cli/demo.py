@@ -56,7 +56,8 @@ def run_demo(directory: Path | None, embedder: str) -> None:
     t0 = time.perf_counter()
     with Memory(first, embedder=None if embedder == "none" else embedder) as mem:
         out.print(
-            f"1. opened {first.name} (embedder: {mem.embedder.model_id if mem.embedder else 'none'})"
+            f"1. opened {first.name} "
+            f"(embedder: {mem.embedder.model_id if mem.embedder else 'none'})"
         )
         ids = []
         for agent, text, fields in FACTS:
@@ -102,7 +103,8 @@ def run_demo(directory: Path | None, embedder: str) -> None:
             f" re-import: {again_rep.created} created, {again_rep.already} already stored"
         )
         hits = other.recall("when does payments deploy?", k=1, scope="project:payments").hits
-        assert hits and hits[0].item.record is not None
+        assert hits
+        assert hits[0].item.record is not None
         out.print(f"9. the new agent recalls: {hits[0].item.record.text!r}")
         s = other.stats()
         ok = other.store.verify(full=True).ok

@@ -108,7 +108,8 @@ def export_ndjson(memory: Memory, out: TextIO, *, include_sensitive: bool = Fals
             )
             records += 1
     sha = digest.hexdigest()
-    out.write(_line({"amcp_export_end": {"records": records, "tombstones": tombstones, "sha256": sha}}))
+    end = {"records": records, "tombstones": tombstones, "sha256": sha}
+    out.write(_line({"amcp_export_end": end}))
     return ExportReport(records, tombstones, skipped, sha)
 
 
