@@ -45,11 +45,11 @@ from amcp.store.base import (
     StoredRecord,
     StoreStats,
 )
-from amcp.store.chain import GENESIS, link_hash, sign_head, verify_head
+from amcp.store.chain import GENESIS, link_hash, sign_head
 from amcp.store.schema import MIGRATIONS, SCHEMA_VERSION
 from amcp.store.sqlfilter import where_clause
 
-_STATE_COLS = (
+STATE_COLS = (
     "r.rowid, r.knowledge_id, r.lifecycle, r.hlc, r.superseded_by, r.reason, r.expires_at, "
     "r.sensitive, r.weight, r.access_count, r.last_access, r.stored_at, r.body, r.checksum"
 )
@@ -131,7 +131,7 @@ class SQLiteStore:
         # Migration 3 is SQL only and cannot read record bodies; fill its index here, once,
         # for stores written before it existed (the bodies were verified when written).
         rows = self._db.execute(
-            f"SELECT {_STATE_COLS} FROM records r WHERE r.body IS NOT NULL"
+            f"SELECT {STATE_COLS} FROM records r WHERE r.body IS NOT NULL"
         ).fetchall()
         self._db.execute("BEGIN IMMEDIATE")
         try:
@@ -366,7 +366,7 @@ class SQLiteStore:
         """A live (active) record saying exactly what ``record`` says, if any."""
         with self._lock:
             row = self._db.execute(
-                f"SELECT {_STATE_COLS} FROM records r WHERE r.content_key=? "
+                f"SELECT {STATE_COLS} FROM records r WHERE r.content_key=? "
                 "AND r.lifecycle='active' ORDER BY r.rowid LIMIT 1",
                 (content_key(record),),
             ).fetchone()
@@ -538,7 +538,7 @@ class SQLiteStore:
     def get(self, knowledge_id: str) -> StoredRecord | None:
         with self._lock:
             row = self._db.execute(
-                f"SELECT {_STATE_COLS} FROM records r WHERE r.knowledge_id=?",
+                f"SELECT {STATE_COLS} FROM records r WHERE r.knowledge_id=?",
                 (knowledge_id,),
             ).fetchone()
         return self._decode(row) if row else None
@@ -558,7 +558,7 @@ class SQLiteStore:
         if after is not None:
             where += " AND r.rowid > COALESCE((SELECT rowid FROM records WHERE knowledge_id=?), 0)"
             params.append(after)
-        sql = f"SELECT {_STATE_COLS} FROM records r WHERE {where} ORDER BY r.rowid LIMIT ?"
+        sql = f"SELECT {STATE_COLS} FROM records r WHERE {where} ORDER BY r.rowid LIMIT ?"
         with self._lock:
             rows = self._db.execute(sql, [*params, limit]).fetchall()
         return [self._decode(row) for row in rows]
@@ -717,74 +717,11 @@ class SQLiteStore:
 
     def verify(self, *, full: bool = False) -> IntegrityReport:
         """Walk the hash chain; check the signed head and the witness; with ``full``,
-        recompute every record's checksum against its content and its chain entry."""
-        problems: list[str] = []
-        prev, seq_seen = GENESIS, 0
-        put_sums: dict[str, str] = {}
-        with self._lock:
-            rows = self._db.execute(
-                "SELECT seq, hlc, op, knowledge_id, details, hash FROM changes ORDER BY seq"
-            )
-            for seq, hlc, op, kid, blob, digest in rows:
-                if seq != seq_seen + 1:
-                    problems.append(f"change log gap or reorder at seq {seq}")
-                    break
-                details = msgpack.unpackb(blob, raw=False)
-                if link_hash(prev, seq, hlc, op, kid, details) != digest:
-                    problems.append(f"change {seq} ({op} {kid[:14]}…) was altered")
-                    break
-                if op == ChangeOp.PUT and full:
-                    put_sums[kid] = details["checksum"]
-                prev, seq_seen = digest, seq
-        head = self.get_meta("chain_head")
-        if seq_seen and head is None:
-            problems.append("the change log has no signed head")
-        elif head is not None and not problems:
-            h_seq, h_hash, sig = head.split()
-            key_text = self.get_meta("node_key")
-            node_key = self.keyring.signing_key.public_key()
-            if key_text != public_key_text(node_key):
-                problems.append("the store was signed by another node key")
-            elif not verify_head(node_key, self.store_id, int(h_seq), h_hash, sig):
-                problems.append("the signature on the change-log head does not verify")
-            elif (int(h_seq), h_hash) != (seq_seen, prev):
-                problems.append("the change log does not end at its signed head")
-        witness = self.keyring.read_witness(self.store_id)
-        if witness is not None and not problems:
-            if witness.seq > seq_seen:
-                problems.append(
-                    f"the store was rolled back: the witness has seen change {witness.seq}, "
-                    f"the log ends at {seq_seen}"
-                )
-            else:
-                row = self._db.execute(
-                    "SELECT hash FROM changes WHERE seq=?", (witness.seq,)
-                ).fetchone()
-                if witness.seq and (row is None or row[0] != witness.head):
-                    problems.append("the change log differs from the witnessed history")
-        if full and not problems:
-            problems.extend(self._verify_records(put_sums))
-        return IntegrityReport(ok=not problems, checked_changes=seq_seen, problems=tuple(problems))
+        recompute every record's checksum and signature against its content and its log
+        entry. See ``sqlite_verify``."""
+        from amcp.store.sqlite_verify import verify_store
 
-    def _verify_records(self, put_sums: dict[str, str]) -> list[str]:
-        problems: list[str] = []
-        with self._lock:
-            rows = self._db.execute(f"SELECT {_STATE_COLS} FROM records r").fetchall()
-        for row in rows:
-            kid = row[1]
-            if row[13] is None and row[2] == Lifecycle.PURGED:
-                continue  # a tombstone received from elsewhere: no content, no put entry
-            if put_sums.get(kid) != row[13]:
-                problems.append(f"{kid[:14]}…: checksum differs from its change-log entry")
-                continue
-            try:
-                self._decode(row, full=True)
-            except IntegrityError as exc:
-                problems.append(str(exc))
-        stored = sum(1 for row in rows if row[13] is not None)
-        if len(put_sums) != stored:
-            problems.append(f"{len(put_sums)} records were logged but {stored} are stored")
-        return problems
+        return verify_store(self, full=full)
 
 
 def _split_sql(script: str) -> list[str]:

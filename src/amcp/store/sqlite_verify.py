@@ -1,0 +1,95 @@
+"""The store's integrity check: the change-log hash chain, its signed head, the witness
+outside the store file, and (in full mode) every record against its log entry.
+
+A friend of ``SQLiteStore``: it reads the store's connection and keyring directly, because
+the check must look at raw rows, not through the verifying read path it is checking.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import msgpack
+
+from amcp.amf.ids import public_key_text
+from amcp.amf.types import Lifecycle
+from amcp.errors import IntegrityError
+from amcp.store.base import ChangeOp, IntegrityReport
+from amcp.store.chain import GENESIS, link_hash, verify_head
+
+if TYPE_CHECKING:
+    from amcp.store.sqlite import SQLiteStore
+
+
+def verify_store(self: SQLiteStore, *, full: bool = False) -> IntegrityReport:
+    """Walk the hash chain; check the signed head and the witness; with ``full``,
+    recompute every record's checksum against its content and its chain entry."""
+    problems: list[str] = []
+    prev, seq_seen = GENESIS, 0
+    put_sums: dict[str, str] = {}
+    with self._lock:
+        rows = self._db.execute(
+            "SELECT seq, hlc, op, knowledge_id, details, hash FROM changes ORDER BY seq"
+        )
+        for seq, hlc, op, kid, blob, digest in rows:
+            if seq != seq_seen + 1:
+                problems.append(f"change log gap or reorder at seq {seq}")
+                break
+            details = msgpack.unpackb(blob, raw=False)
+            if link_hash(prev, seq, hlc, op, kid, details) != digest:
+                problems.append(f"change {seq} ({op} {kid[:14]}…) was altered")
+                break
+            if op == ChangeOp.PUT and full:
+                put_sums[kid] = details["checksum"]
+            prev, seq_seen = digest, seq
+    head = self.get_meta("chain_head")
+    if seq_seen and head is None:
+        problems.append("the change log has no signed head")
+    elif head is not None and not problems:
+        h_seq, h_hash, sig = head.split()
+        key_text = self.get_meta("node_key")
+        node_key = self.keyring.signing_key.public_key()
+        if key_text != public_key_text(node_key):
+            problems.append("the store was signed by another node key")
+        elif not verify_head(node_key, self.store_id, int(h_seq), h_hash, sig):
+            problems.append("the signature on the change-log head does not verify")
+        elif (int(h_seq), h_hash) != (seq_seen, prev):
+            problems.append("the change log does not end at its signed head")
+    witness = self.keyring.read_witness(self.store_id)
+    if witness is not None and not problems:
+        if witness.seq > seq_seen:
+            problems.append(
+                f"the store was rolled back: the witness has seen change {witness.seq}, "
+                f"the log ends at {seq_seen}"
+            )
+        else:
+            row = self._db.execute(
+                "SELECT hash FROM changes WHERE seq=?", (witness.seq,)
+            ).fetchone()
+            if witness.seq and (row is None or row[0] != witness.head):
+                problems.append("the change log differs from the witnessed history")
+    if full and not problems:
+        problems.extend(_verify_records(self, put_sums))
+    return IntegrityReport(ok=not problems, checked_changes=seq_seen, problems=tuple(problems))
+
+def _verify_records(self: SQLiteStore, put_sums: dict[str, str]) -> list[str]:
+    problems: list[str] = []
+    from amcp.store.sqlite import STATE_COLS  # import here: sqlite.py imports this module lazily
+
+    with self._lock:
+        rows = self._db.execute(f"SELECT {STATE_COLS} FROM records r").fetchall()
+    for row in rows:
+        kid = row[1]
+        if row[13] is None and row[2] == Lifecycle.PURGED:
+            continue  # a tombstone received from elsewhere: no content, no put entry
+        if put_sums.get(kid) != row[13]:
+            problems.append(f"{kid[:14]}…: checksum differs from its change-log entry")
+            continue
+        try:
+            self._decode(row, full=True)
+        except IntegrityError as exc:
+            problems.append(str(exc))
+    stored = sum(1 for row in rows if row[13] is not None)
+    if len(put_sums) != stored:
+        problems.append(f"{len(put_sums)} records were logged but {stored} are stored")
+    return problems
