@@ -372,6 +372,7 @@ def demo(
 from amcp.cli import context_cmd  # noqa: E402
 from amcp.cli.api_cmd import http, mcp  # noqa: E402
 from amcp.cli.conformance_cmd import conformance  # noqa: E402
+from amcp.cli.hooks_cmd import capture, hook_app, hooks_app  # noqa: E402
 from amcp.cli.serve_cmd import serve, trust_app  # noqa: E402
 
 app.command()(serve)
@@ -383,6 +384,9 @@ app.command("context")(context_cmd.context)
 app.command("outcome")(context_cmd.outcome)
 app.command("signal")(context_cmd.signal)
 app.command("event")(context_cmd.event)
+app.add_typer(hooks_app, name="hooks")
+app.add_typer(hook_app, name="hook")
+app.command("capture")(capture)
 
 
 def main() -> None:
