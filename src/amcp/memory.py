@@ -12,9 +12,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, TextIO
-
-import numpy as np
+from typing import TYPE_CHECKING, Any, TextIO
 
 from amcp.amf.compose import compose_record, enum_value
 from amcp.amf.ids import check_size, parse_record, verify_integrity
@@ -33,12 +31,16 @@ from amcp.errors import (
     ValidationError,
 )
 from amcp.keyring import Keyring
-from amcp.retrieval.embedders import Embedder, get_embedder
 from amcp.retrieval.indexing import embed_text, index_context, index_text
 from amcp.retrieval.lexical import index_terms
 from amcp.retrieval.search import Hit, HybridSearcher
 from amcp.store.base import ChangeOp, RecordFilter, Store, StoredRecord, StoreStats
 from amcp.store.sqlite import SQLiteStore
+
+if TYPE_CHECKING:  # numpy and embedders load on first use: lexical-only readers skip them
+    import numpy as np
+
+    from amcp.retrieval.embedders import Embedder
 
 NEAR_DUPLICATE = 0.92  # cosine above which a new memory is reported as a near-duplicate
 MAX_K = 1000
@@ -117,6 +119,8 @@ class Memory:
         if isinstance(choice, str):
             if choice == "auto" and recorded and recorded.startswith("hashing-"):
                 choice = "hashing"
+            from amcp.retrieval.embedders import get_embedder
+
             embedder = get_embedder(choice)
         else:
             embedder = choice
@@ -489,11 +493,15 @@ class Memory:
     def _embed_one(self, record: AMFRecord, sensitive: bool) -> np.ndarray | None:
         if self.embedder is None:
             return None
+        import numpy as np
+
         return np.asarray(self.embedder.embed([embed_text(record, sensitive)])[0])
 
     def _embed_many(self, items: Sequence[tuple[AMFRecord, bool]]) -> np.ndarray | None:
         if self.embedder is None or not items:
             return None
+        import numpy as np
+
         return np.asarray(self.embedder.embed([embed_text(r, s) for r, s in items]))
 
     def _near_duplicates(self, record: AMFRecord, vector: np.ndarray) -> list[tuple[str, float]]:
@@ -505,6 +513,7 @@ class Memory:
 
     def reindex(self, embedder: str | Embedder | None = "auto") -> int:
         """Re-embed every live record with ``embedder`` and record the new model."""
+        from amcp.retrieval.embedders import get_embedder
         from amcp.retrieval.indexing import reindex
 
         new = get_embedder(embedder) if isinstance(embedder, str) else embedder

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from amcp.amf.record import AMFRecord
-from amcp.retrieval.embedders import Embedder
 from amcp.store.base import Store
+
+if TYPE_CHECKING:
+    from amcp.retrieval.embedders import Embedder
 
 
 def index_text(record: AMFRecord, sensitive: bool) -> str:

@@ -11,16 +11,19 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from amcp.amf.timefmt import parse_ts
 from amcp.amf.types import Lifecycle
-from amcp.retrieval.embedders import Embedder
 from amcp.retrieval.fusion import Candidate, rerank_score, rrf
 from amcp.retrieval.lexical import build_match, prune_terms, query_terms
-from amcp.retrieval.vectors import VectorIndex
 from amcp.store.base import RecordFilter, Store, StoredRecord
+
+if TYPE_CHECKING:  # numpy and the vector index load only when vectors are used
+    import numpy as np
+
+    from amcp.retrieval.embedders import Embedder
+    from amcp.retrieval.vectors import VectorIndex
 
 _TRIVIAL = RecordFilter()
 
@@ -65,6 +68,10 @@ class HybridSearcher:
         if self.embedder is None:
             return None
         if self.index is None:
+            import numpy as np
+
+            from amcp.retrieval.vectors import VectorIndex
+
             index = VectorIndex(self.embedder.dim)
             live = self.store.rowids(RecordFilter(include_expired=True))
             live_set = set(live.tolist())
@@ -79,10 +86,14 @@ class HybridSearcher:
 
     def added(self, rowid: int, vector: np.ndarray) -> None:
         if self.index is not None:
+            import numpy as np
+
             self.index.add(np.array([rowid], dtype=np.int64), vector.reshape(1, -1))
 
     def removed(self, rowid: int | None) -> None:
         if self.index is not None and rowid is not None:
+            import numpy as np
+
             self.index.remove(np.array([rowid], dtype=np.int64))
 
     def reset(self) -> None:

@@ -16,10 +16,9 @@ from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgpack
-import numpy as np
 
 from amcp.amf.canonical import canonical_packb
 from amcp.amf.ids import content_key, public_key_text, verify_integrity
@@ -48,6 +47,9 @@ from amcp.store.base import (
 from amcp.store.chain import GENESIS, link_hash, sign_head
 from amcp.store.schema import MIGRATIONS, SCHEMA_VERSION
 from amcp.store.sqlfilter import where_clause
+
+if TYPE_CHECKING:
+    import numpy as np
 
 STATE_COLS = (
     "r.rowid, r.knowledge_id, r.lifecycle, r.hlc, r.superseded_by, r.reason, r.expires_at, "
@@ -325,7 +327,7 @@ class SQLiteStore:
             if vector is not None:
                 self._db.execute(
                     "INSERT INTO vectors(rowid, vec) VALUES (?,?)",
-                    (rowid, np.ascontiguousarray(vector, dtype=np.float32).tobytes()),
+                    (rowid, _vector_bytes(vector)),
                 )
         return PutResult(kid, created=True, hlc=hlc)
 
@@ -577,6 +579,8 @@ class SQLiteStore:
             rows = self._db.execute(
                 f"SELECT r.rowid FROM records r WHERE {where}", params
             ).fetchall()
+        import numpy as np  # lazily: the lexical-only read path (hooks) never needs it
+
         return np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
 
     def search_lexical(
@@ -614,6 +618,8 @@ class SQLiteStore:
         return {t: int(d) for t, d in rows}, int(total or 0)
 
     def iter_vectors(self, after_rowid: int = 0) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        import numpy as np
+
         batch = 4096
         last = after_rowid
         while True:
@@ -674,7 +680,7 @@ class SQLiteStore:
             rowid = self._require_live(knowledge_id)
             self._db.execute(
                 "INSERT OR REPLACE INTO vectors(rowid, vec) VALUES (?,?)",
-                (rowid, np.ascontiguousarray(vector, dtype=np.float32).tobytes()),
+                (rowid, _vector_bytes(vector)),
             )
 
     def iter_index_texts(self) -> Iterator[tuple[str, str]]:
@@ -722,6 +728,12 @@ class SQLiteStore:
         from amcp.store.sqlite_verify import verify_store
 
         return verify_store(self, full=full)
+
+
+def _vector_bytes(vector: np.ndarray) -> bytes:
+    import numpy as np
+
+    return np.ascontiguousarray(vector, dtype=np.float32).tobytes()
 
 
 def _split_sql(script: str) -> list[str]:
