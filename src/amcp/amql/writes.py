@@ -45,7 +45,13 @@ def _section(obj: Mapping[str, Any], key: str) -> Mapping[str, Any]:
     return value
 
 
-def compose_partial(memory: Memory, obj: Mapping[str, Any]) -> AMFRecord:
+def compose_partial(
+    memory: Memory,
+    obj: Mapping[str, Any],
+    *,
+    created_by: str | None = None,
+    session: str | None = None,
+) -> AMFRecord:
     """A record from a partial AMF object (no id, checksum or created_by): the node fills
     those in, exactly as ``Memory.remember`` does."""
     extra = sorted(set(obj) - _PARTIAL_TOP)
@@ -87,10 +93,11 @@ def compose_partial(memory: Memory, obj: Mapping[str, Any]) -> AMFRecord:
         tags=ann.get("tags"),
         context=ann.get("context_hint"),
         created_at=meta.get("created_at"),
-        created_by=meta.get("created_by"),
+        created_by=created_by or meta.get("created_by"),
         language=meta.get("language"),
         decay=DecayModel.from_dict(decay) if decay is not None else None,
         caused_by=causal.get("caused_by"),
+        session=session,
         extensions=ext,
     )
 

@@ -9,17 +9,14 @@ is stored exactly as given.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
-from amcp.amf.record import AMFRecord, DecayModel
+from amcp.amf.record import AMFRecord
 from amcp.amql import Forget, Remember, parse
+from amcp.amql.writes import compose_partial
 from amcp.errors import AmcpError, Status, ValidationError
 from amcp.memory import Memory
-
-_REMEMBER_KEYS = frozenset(
-    {"amf_version", "type", "core", "meta", "annotation", "causal", "vendor_extensions"}
-)
 
 
 def expect(text: Any, keyword: str, where: str) -> None:
@@ -63,40 +60,6 @@ def compose_remember(
     obj = statement.to_dict()
     if "knowledge_id" in obj:
         return obj
-    unknown = set(obj) - _REMEMBER_KEYS
-    if unknown:
-        raise ValidationError("REMEMBER", f"unknown fields {sorted(unknown)}")
-    core, meta = _map(obj, "core"), _map(obj, "meta")
-    ann, causal = _map(obj, "annotation"), _map(obj, "causal")
-    ext = dict(_map(obj, "vendor_extensions"))
-    scope = meta.get("project_scope", ["*"])
-    decay = meta.get("decay_model")
-    return memory.compose(
-        ann.get("natural_language"),
-        type=obj.get("type", "KT-FACT"),
-        scope=scope,
-        subject=core.get("subject"),
-        predicate=core.get("predicate", "EQUALS"),
-        object=core.get("object"),
-        confidence=core.get("confidence", 0.9),
-        condition=core.get("condition"),
-        evidence=core.get("evidence"),
-        sample_size=core.get("sample_size"),
-        tags=ann.get("tags"),
-        context=ann.get("context_hint"),
-        kind=ext.pop("x-kind", None),
-        language=meta.get("language"),
-        decay=DecayModel.from_dict(decay) if isinstance(decay, Mapping) else None,
-        created_by=created_by,
-        caused_by=causal.get("caused_by"),
-        supersedes=causal.get("supersedes"),
-        session=work_session,
-        extensions=ext or None,
-    )
-
-
-def _map(obj: Mapping[str, Any], key: str) -> dict[str, Any]:
-    value = obj.get(key) or {}
-    if not isinstance(value, Mapping):
-        raise ValidationError(key, "must be an object")
-    return dict(value)
+    # The same partial-record rules as the planner's REMEMBER (amcp.amql.writes), with the
+    # node as author and the work session as evidence.
+    return compose_partial(memory, obj, created_by=created_by, session=work_session)

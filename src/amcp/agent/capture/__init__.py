@@ -17,10 +17,8 @@ from amcp.agent.capture.model import (
     Category,
     Checkpoint,
     Importance,
-    KnowledgeType,
     Output,
     OutputKind,
-    Predicate,
     RecordHint,
     Secret,
     Snapshot,
@@ -36,6 +34,7 @@ from amcp.agent.capture.recovery import (
 )
 from amcp.agent.capture.topic import TopicConfig
 from amcp.agent.capture.transcript import TranscriptError, parse_lines, read_transcript
+from amcp.amf.types import KnowledgeType, Predicate
 
 __all__ = [
     "DEFAULTS",

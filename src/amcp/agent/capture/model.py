@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from enum import Enum, IntEnum, StrEnum
 from typing import Literal
 
+from amcp.amf.types import KnowledgeType, Predicate  # capture speaks AMF's vocabulary
 from amcp.errors import ValidationError
 
 Lang = Literal["en", "zh"]
@@ -25,33 +26,6 @@ class Category(StrEnum):
     COMMITMENT = "commitment"
     IDENTITY = "identity"
     PROJECT_STATE = "project_state"
-
-
-class KnowledgeType(StrEnum):
-    """The seven upstream AMF `type` values."""
-
-    FACT = "KT-FACT"
-    PATTERN = "KT-PATTERN"
-    CONTEXT = "KT-CONTEXT"
-    DECISION = "KT-DECISION"
-    PITFALL = "KT-PITFALL"
-    PRINCIPLE = "KT-PRINCIPLE"
-    SIGNAL = "KT-SIGNAL"
-
-
-class Predicate(StrEnum):
-    """The upstream AMF `core.predicate` enum."""
-
-    REQUIRES = "REQUIRES"
-    CAUSES = "CAUSES"
-    EQUALS = "EQUALS"
-    IMPLIES = "IMPLIES"
-    CONFLICTS_WITH = "CONFLICTS_WITH"
-    SUPERSEDES = "SUPERSEDES"
-    CORRELATES_WITH = "CORRELATES_WITH"
-    OPTIMIZED_BY = "OPTIMIZED_BY"
-    VERIFIED_BY = "VERIFIED_BY"
-    INVALIDATED_BY = "INVALIDATED_BY"
 
 
 class Importance(IntEnum):
@@ -320,3 +294,19 @@ Output = Capture | Snapshot | Checkpoint
 
 def _slug(word: str) -> str:
     return "".join(ch if ch.isalnum() else "_" for ch in word)[:32] or "general"
+
+__all__ = [
+    "DEFAULTS",
+    "Capture",
+    "Category",
+    "CategoryDefaults",
+    "Checkpoint",
+    "Importance",
+    "KnowledgeType",
+    "OutputKind",
+    "Predicate",
+    "RecordHint",
+    "Secret",
+    "Snapshot",
+    "Turn",
+]
