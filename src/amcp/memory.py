@@ -74,7 +74,7 @@ class RecallResult:
 @dataclass(slots=True)
 class _Sweep:
     last: float = 0.0
-    interval: float = 1.0
+    interval: float = 30.0  # TTL sweeps are cheap but not free; recall filters expiry anyway
 
 
 class Memory:

@@ -162,8 +162,8 @@ class HybridSearcher:
         rows = {
             r.knowledge_id: r
             for r in self.store.states(
-                RecordFilter(ids=tuple(c.knowledge_id for c in fused), lifecycles=None,
-                             include_expired=True),
+                # Expired records drop out here, even between TTL sweeps.
+                RecordFilter(ids=tuple(c.knowledge_id for c in fused), lifecycles=None, now=now),
                 limit=len(fused),
             )
         }

@@ -358,8 +358,10 @@ class SQLiteStore:
     def due_for_expiry(self, now: float, limit: int = 1000) -> list[str]:
         with self._lock:
             rows = self._db.execute(
-                "SELECT knowledge_id FROM records WHERE expires_at IS NOT NULL AND expires_at <= ?"
-                " AND lifecycle='active' LIMIT ?",
+                # INDEXED BY: the planner otherwise walks every active record via the
+                # lifecycle index, while the partial expiry index holds only TTL'd ones.
+                "SELECT knowledge_id FROM records INDEXED BY records_expires"
+                " WHERE expires_at IS NOT NULL AND expires_at <= ? AND lifecycle='active' LIMIT ?",
                 (now, limit),
             ).fetchall()
         return [r[0] for r in rows]
