@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from tests.node.kit import client_for, make_memory, record, run, running
 
-from amcp.errors import AmcpError, ForbiddenError, ValidationError
+from amcp.errors import ForbiddenError, ValidationError
 from amcp.memory import Memory
 from amcp.session import AccessPolicy
 
@@ -84,15 +84,10 @@ def test_every_message_type(mem: Memory, encryption: bool, compression: bool) ->
             ack = await c.sync_push([change], origin="amcp://db.amcp.fp-aaaaaa.laptop")
             assert (ack["applied"], ack["duplicates"]) == (0, 1)
             # QEF_SIGNAL → QEF_ACK
-            try:
-                qef = await c.signal({"type": "TEST", "status": "emitted", "priority": "low",
-                                      "metric": {"pass_rate": 0.5}, "action_hint": "retry",
-                                      "evidence": ["ci"], "knowledge_ids": [big["knowledge_id"]],
-                                      "outcome": "success"})
-            except AmcpError as exc:
-                if exc.status != 503:
-                    raise
-                pytest.skip(f"Memory.signal not available yet: {exc}")
+            qef = await c.signal({"type": "TEST", "status": "emitted", "priority": "low",
+                                  "metric": {"pass_rate": 0.5}, "action_hint": "retry",
+                                  "evidence": ["ci"], "knowledge_ids": [big["knowledge_id"]],
+                                  "outcome": "success"})
             assert qef["status"] == 200
             assert qef["signal_knowledge_id"].startswith("K-")
             assert [u["knowledge_id"] for u in qef["updated"]] == [big["knowledge_id"]]
@@ -106,13 +101,7 @@ def test_knowledge_distill(mem: Memory) -> None:
             c = await client_for(server)
             for i in range(3):
                 await c.write(record(mem, f"retry flaky network call {i}", type="KT-PITFALL"))
-            try:
-                ack = await c.distill("RECALL * WHERE type = 'KT-PITFALL'", into="KT-PRINCIPLE")
-            except AmcpError as exc:
-                await c.end()
-                if exc.status != 503:
-                    raise
-                pytest.skip(f"Memory.distill not available yet: {exc}")
+            ack = await c.distill("RECALL * WHERE type = 'KT-PITFALL'", into="KT-PRINCIPLE")
             assert ack.status in (200, 201)
             await c.end()
     run(main())
@@ -124,13 +113,7 @@ def test_amql_read_and_forget(mem: Memory) -> None:
             c = await client_for(server)
             r = record(mem, "amql is supported")
             await c.write(r)
-            try:
-                res = await c.query("RECALL * WHERE type = 'KT-FACT' LIMIT 5")
-            except AmcpError as exc:
-                await c.end()
-                if exc.status != 503:
-                    raise
-                pytest.skip(f"Memory.query not available yet: {exc}")
+            res = await c.query("RECALL * WHERE type = 'KT-FACT' LIMIT 5")
             assert r["knowledge_id"] in [x["knowledge_id"] for x in res.records]
             ack = await c.invalidate(amql=f"FORGET {r['knowledge_id']} REASON 'obsolete'")
             assert ack.status == 204

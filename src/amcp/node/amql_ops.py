@@ -15,7 +15,7 @@ from typing import Any
 from amcp.amf.record import AMFRecord
 from amcp.amql import Forget, Remember, parse
 from amcp.amql.writes import compose_partial
-from amcp.errors import AmcpError, Status, ValidationError
+from amcp.errors import AmcpError, ValidationError
 from amcp.memory import Memory
 
 
@@ -30,12 +30,7 @@ def expect(text: Any, keyword: str, where: str) -> None:
 
 def run_query(memory: Memory, text: str, scopes: Sequence[str] | None) -> dict[str, Any]:
     """``Memory.query`` → the upstream query_response_format dict."""
-    try:
-        result = memory.query(text, scopes=scopes)
-    except (ImportError, NotImplementedError) as exc:
-        raise AmcpError(
-            f"the AMQL planner is unavailable: {exc}", status=Status.UNAVAILABLE
-        ) from exc
+    result = memory.query(text, scopes=scopes)
     response = result.to_response()
     if not isinstance(response, dict):  # pragma: no cover - the planner's contract
         raise AmcpError("the AMQL planner returned no response map")

@@ -332,9 +332,6 @@ class _Connection:
             channel.violation(Status.PROTOCOL_ERROR, result.message, frame.seq)
         elif isinstance(result, AmcpError):
             channel.reply_error(frame, result.status, result.message)
-        elif isinstance(result, ImportError | NotImplementedError):
-            # A layer not installed/implemented on this node: unavailable, not our bug.
-            channel.reply_error(frame, Status.UNAVAILABLE, f"not available on this node: {result}")
         else:
             log.exception("request %s failed", frame.msg_type.name, exc_info=result)
             channel.reply_error(frame, Status.INTERNAL, "internal error")

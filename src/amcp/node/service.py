@@ -134,18 +134,9 @@ class NodeService:
         else:
             scopes = self._patterns(peer, Mode.READ)
         started = time.perf_counter()
-        try:
-            pack = self.memory.context(
-                task, budget_tokens=budget, project=project, scopes=scopes,
-                working_tokens=working,
-            )
-        except (ImportError, AttributeError, NotImplementedError) as exc:
-            # The protocol needs the response to assign the session id; a node without a
-            # context engine says so (206, empty pack) rather than refusing every session.
-            return Reply(M.COLD_BOOT_RESPONSE, {
-                "pack": {"items": [], "zones": {}}, "confirmation": "", "urgent_signals": [],
-                "cse_ms": 0.0, "reason": f"context engine unavailable: {exc}",
-            }, Status.PARTIAL)
+        pack = self.memory.context(
+            task, budget_tokens=budget, project=project, scopes=scopes, working_tokens=working
+        )
         return Reply(M.COLD_BOOT_RESPONSE, {
             "pack": pack.to_dict(),
             "confirmation": pack.confirmation,
