@@ -47,7 +47,7 @@ class SearchTuning:
 
     candidates: int = 50  # per ranker, before fusion
     rrf_k: int = 20  # LoCoMo: 20 beat 60 by ~1 point R@10 (rank-1 agreement matters more)
-    lexical_weight: float = 1.0
+    lexical_weight: float = 1.25  # LoCoMo: words beat meaning slightly on conversational memory
     vector_weight: float = 1.0
     max_term_share: float = 0.2  # query terms in more of the records than this are dropped
     context_weight: float = 0.5  # BM25 weight of context words vs the record's own (LoCoMo-tuned)
