@@ -11,17 +11,13 @@ import os
 import secrets
 from dataclasses import dataclass
 from pathlib import Path
-
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-from cryptography.hazmat.primitives.ciphers.aead import AESGCM
-from cryptography.hazmat.primitives.serialization import (
-    Encoding,
-    NoEncryption,
-    PrivateFormat,
-    load_pem_private_key,
-)
+from typing import TYPE_CHECKING
 
 from amcp.errors import IntegrityError, StoreError
+
+if TYPE_CHECKING:  # imported where used: checksum-only readers never load cryptography
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+    from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 _NONCE = 12
 _WITNESS_WIDTH = 96  # "seq sha256hex" padded; well under one disk sector
@@ -60,6 +56,14 @@ class Keyring:
     @property
     def signing_key(self) -> Ed25519PrivateKey:
         if self._signing is None:
+            from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+            from cryptography.hazmat.primitives.serialization import (
+                Encoding,
+                NoEncryption,
+                PrivateFormat,
+                load_pem_private_key,
+            )
+
             path = self.directory / "node.ed25519.pem"
             if path.exists():
                 key = load_pem_private_key(path.read_bytes(), password=None)
@@ -75,6 +79,8 @@ class Keyring:
     @property
     def _aead(self) -> AESGCM:
         if self._data is None:
+            from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
             path = self.directory / "data.key"
             if path.exists():
                 raw = path.read_bytes()

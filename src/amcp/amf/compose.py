@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
-
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from typing import TYPE_CHECKING, Any
 
 from amcp.amf.ids import build_record
 from amcp.amf.portable import subject_for
@@ -13,6 +11,9 @@ from amcp.amf.record import AMFRecord, Annotation, Causal, Core, DecayModel, Met
 from amcp.amf.timefmt import normalise_timestamp, utc_now
 from amcp.amf.types import KnowledgeType, Predicate
 from amcp.errors import ValidationError
+
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 
 def enum_value(enum: Any, value: Any, field_name: str) -> Any:

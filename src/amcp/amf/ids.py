@@ -6,11 +6,7 @@ import base64
 import hashlib
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import Any
-
-from cryptography.exceptions import InvalidSignature
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
-from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
+from typing import TYPE_CHECKING, Any
 
 from amcp.amf.canonical import canonical_packb
 from amcp.amf.record import (
@@ -24,6 +20,12 @@ from amcp.amf.record import (
 )
 from amcp.amf.types import KnowledgeType
 from amcp.errors import IntegrityError, ValidationError
+
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import (
+        Ed25519PrivateKey,
+        Ed25519PublicKey,
+    )
 
 
 def b64url(data: bytes) -> str:
@@ -60,6 +62,8 @@ def content_key(record: AMFRecord) -> str:
 
 
 def public_key_text(key: Ed25519PublicKey) -> str:
+    from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
+
     return b64url(key.public_bytes(Encoding.Raw, PublicFormat.Raw))
 
 
@@ -86,6 +90,11 @@ def verify_integrity(record: AMFRecord, *, signature: bool = True) -> None:
         return
     if pub is None or not sig.startswith("ed25519:"):
         raise IntegrityError(f"{record.knowledge_id}: signature without an Ed25519 public key")
+    # cryptography is imported here, not at module level: readers that only check checksums
+    # (the hooks' per-prompt path) never pay for it.
+    from cryptography.exceptions import InvalidSignature
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
     try:
         Ed25519PublicKey.from_public_bytes(b64url_decode(pub)).verify(
             b64url_decode(sig.removeprefix("ed25519:")), bytes.fromhex(expected_sum[7:])

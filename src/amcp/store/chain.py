@@ -9,13 +9,16 @@ the node key and also written to a witness file in the key directory: truncating
 from __future__ import annotations
 
 import hashlib
-from typing import Any
-
-from cryptography.exceptions import InvalidSignature
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+from typing import TYPE_CHECKING, Any
 
 from amcp.amf.canonical import canonical_packb
 from amcp.amf.ids import b64url, b64url_decode
+
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import (
+        Ed25519PrivateKey,
+        Ed25519PublicKey,
+    )
 
 GENESIS = "0" * 64
 
@@ -36,6 +39,8 @@ def sign_head(key: Ed25519PrivateKey, store_id: str, seq: int, head: str) -> str
 def verify_head(
     public: Ed25519PublicKey, store_id: str, seq: int, head: str, signature: str
 ) -> bool:
+    from cryptography.exceptions import InvalidSignature
+
     try:
         public.verify(b64url_decode(signature), head_message(store_id, seq, head))
     except (InvalidSignature, ValueError):
