@@ -42,11 +42,11 @@ from amcp.store.base import (
     RecordState,
     StateRow,
     StoredRecord,
-    StoreStats,
 )
 from amcp.store.chain import GENESIS, link_hash, sign_head
 from amcp.store.schema import MIGRATIONS, SCHEMA_VERSION
 from amcp.store.sqlfilter import where_clause
+from amcp.store.sqlite_index import IndexReads
 
 if TYPE_CHECKING:
     import numpy as np
@@ -66,7 +66,7 @@ def _connect(path: Path, timeout_s: float) -> sqlite3.Connection:
     return conn
 
 
-class SQLiteStore:
+class SQLiteStore(IndexReads):
     """``Store`` over a single SQLite file. Thread-safe through one re-entrant lock."""
 
     def __init__(
@@ -574,94 +574,6 @@ class SQLiteStore:
             rows = self._db.execute(sql, [*params, limit]).fetchall()
         return [self._decode(row) for row in rows]
 
-    def count(self, flt: RecordFilter) -> int:
-        where, params = where_clause(flt)
-        with self._lock:
-            row = self._db.execute(
-                f"SELECT COUNT(*) FROM records r WHERE {where}", params
-            ).fetchone()
-        return int(row[0])
-
-    def rowids(self, flt: RecordFilter) -> np.ndarray:
-        where, params = where_clause(flt)
-        with self._lock:
-            rows = self._db.execute(
-                f"SELECT r.rowid FROM records r WHERE {where}", params
-            ).fetchall()
-        import numpy as np  # lazily: the lexical-only read path (hooks) never needs it
-
-        return np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
-
-    def search_lexical(
-        self, terms: str, flt: RecordFilter, k: int, *, context_weight: float = 1.0
-    ) -> list[tuple[str, float]]:
-        if not terms.strip():
-            return []
-        where, params = where_clause(flt)
-        sql = (
-            "SELECT r.knowledge_id, bm25(records_fts, 1.0, ?) AS score FROM records_fts "
-            "JOIN records r ON r.rowid = records_fts.rowid "
-            f"WHERE records_fts MATCH ? AND {where} ORDER BY score LIMIT ?"
-        )
-        with self._lock:
-            try:
-                rows = self._db.execute(sql, [context_weight, terms, *params, k]).fetchall()
-            except sqlite3.OperationalError as exc:
-                raise StoreError(f"lexical search failed: {exc}") from exc
-        # bm25() is lower-is-better; flip the sign so every scorer is higher-is-better.
-        return [(kid, -score) for kid, score in rows]
-
-    def term_doc_freq(self, terms: Sequence[str]) -> tuple[dict[str, int], int]:
-        """Documents containing each term, and (approximately) how many documents there are.
-
-        The total is the largest FTS rowid: O(1), and only purges (rare) make it overcount.
-        """
-        if not terms:
-            return {}, 0
-        marks = ",".join("?" * len(terms))
-        with self._lock:
-            rows = self._db.execute(
-                f"SELECT term, doc FROM records_fts_vocab WHERE term IN ({marks})", list(terms)
-            ).fetchall()
-            total = self._db.execute("SELECT MAX(rowid) FROM records_fts").fetchone()[0]
-        return {t: int(d) for t, d in rows}, int(total or 0)
-
-    def iter_vectors(self, after_rowid: int = 0) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-        import numpy as np
-
-        batch = 4096
-        last = after_rowid
-        while True:
-            with self._lock:
-                rows = self._db.execute(
-                    "SELECT rowid, vec FROM vectors WHERE rowid > ? ORDER BY rowid LIMIT ?",
-                    (last, batch),
-                ).fetchall()
-            if not rows:
-                return
-            ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
-            mat = np.frombuffer(b"".join(r[1] for r in rows), dtype=np.float32)
-            yield ids, mat.reshape(len(rows), -1)
-            last = int(ids[-1])
-
-    def ids_for_rowids(self, rowids: Sequence[int]) -> dict[int, str]:
-        if not rowids:
-            return {}
-        marks = ",".join("?" * len(rowids))
-        with self._lock:
-            rows = self._db.execute(
-                f"SELECT rowid, knowledge_id FROM records WHERE rowid IN ({marks})",
-                [int(r) for r in rowids],
-            ).fetchall()
-        return {int(r): kid for r, kid in rows}
-
-    def rowid_of(self, knowledge_id: str) -> int | None:
-        with self._lock:
-            row = self._db.execute(
-                "SELECT rowid FROM records WHERE knowledge_id=?", (knowledge_id,)
-            ).fetchone()
-        return int(row[0]) if row else None
-
     # ------------------------------------------------------------------ metadata
 
     def get_meta(self, key: str) -> str | None:
@@ -691,42 +603,6 @@ class SQLiteStore:
                 "INSERT OR REPLACE INTO vectors(rowid, vec) VALUES (?,?)",
                 (rowid, _vector_bytes(vector)),
             )
-
-    def iter_index_texts(self) -> Iterator[tuple[str, str]]:
-        """(knowledge_id, lexical text) of every live record, for reindexing."""
-        with self._lock:
-            rows = self._db.execute(
-                "SELECT r.knowledge_id, f.terms FROM records r JOIN records_fts f "
-                "ON f.rowid = r.rowid WHERE r.lifecycle != 'purged' ORDER BY r.rowid"
-            ).fetchall()
-        yield from rows
-
-    def stats(self) -> StoreStats:
-        with self._lock:
-            q = self._db.execute
-            by_life = dict(q("SELECT lifecycle, COUNT(*) FROM records GROUP BY 1").fetchall())
-            by_type = dict(
-                q(
-                    "SELECT type, COUNT(*) FROM records WHERE lifecycle!='purged' GROUP BY 1"
-                ).fetchall()
-            )
-            scopes = dict(q("SELECT scope, COUNT(*) FROM record_scopes GROUP BY 1").fetchall())
-            vectors = q("SELECT COUNT(*) FROM vectors").fetchone()[0]
-            changes = q("SELECT COUNT(*) FROM changes").fetchone()[0]
-            pages = q("PRAGMA page_count").fetchone()[0] * q("PRAGMA page_size").fetchone()[0]
-        dim = self.get_meta("embedding_dim")
-        return StoreStats(
-            records=sum(by_life.values()),
-            by_lifecycle=by_life,
-            by_type=by_type,
-            vectors=vectors,
-            changes=changes,
-            bytes=pages,
-            embedding_model=self.get_meta("embedding_model"),
-            embedding_dim=int(dim) if dim else None,
-            schema_version=SCHEMA_VERSION,
-            scopes=scopes,
-        )
 
     # ------------------------------------------------------------------ integrity
 
