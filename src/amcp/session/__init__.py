@@ -32,8 +32,9 @@ from amcp.session.events import (
 from amcp.session.hello import CapabilityResponse, Hello, LocalNode, Negotiated, TrustLevel
 from amcp.session.identity import NodeIdentity, NodeType, NodeURI, capability_fingerprint
 from amcp.session.policy import AccessPolicy, Mode, Principal
-from amcp.session.session import CausalClock, Session
+from amcp.session.session import Session
 from amcp.session.state import Role, SessionState, Timeouts
+from amcp.session.support import CausalClock
 from amcp.session.trust import TrustConfig
 
 __all__ = [

@@ -12,8 +12,7 @@ import os
 import uuid
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 
@@ -53,6 +52,7 @@ from amcp.session.state import (
     SessionState,
     Timeouts,
 )
+from amcp.session.support import CausalClock, SyncStream, deadline, payload_int
 from amcp.session.trust import TrustConfig, evaluate_claim
 from amcp.wire.constants import Flag, MsgType
 from amcp.wire.frame import ZERO_SESSION, Frame
@@ -67,35 +67,8 @@ DEFAULT_REACK_CACHE = 256
 NO_FRAME = 0
 
 
-class CausalClock(Protocol):
-    """What the session needs from the HLC (``amcp.clock.HLC`` fits).
-
-    ``receive`` MUST raise :class:`amcp.errors.PreconditionFailed` without merging when the
-    remote clock is more than the allowed drift ahead of local time (PROFILE §5).
-    """
-
-    def send(self) -> int: ...
-
-    def receive(self, remote: int) -> int: ...
-
-
-@dataclass(slots=True)
-class _Sync:
-    """The one open sync stream (mutable: its batch timer moves with each batch)."""
-
-    by_peer: bool
-    batch_started: float
-    last_local_seq: int | None = None  # our last sync frame in it: an ERROR to it ends it
-    last_peer_seq: int | None = None  # the peer's last sync frame: our ERROR to it ends it
-
-
 Outcome = tuple[list[ev.Event], SessionState | None]
 Handler = Callable[[Frame, SessionState], Outcome]
-
-
-def _payload_int(payload: Mapping[str, Any], key: str) -> int | None:
-    value = payload.get(key)
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 class Session:
@@ -139,7 +112,7 @@ class Session:
         self._response_sent = False
         self._negotiated: Negotiated | None = None
         self._cold_boot_seq: int | None = None
-        self._sync: _Sync | None = None
+        self._sync: SyncStream | None = None
         self._violated = False
         self._clock_ok = True
         self._handlers: dict[Action, Handler] = {
@@ -387,7 +360,7 @@ class Session:
 
     def _on_sync_open(self, frame: Frame, nxt: SessionState) -> Outcome:
         events: list[ev.Event] = [ev.SessionResumed()] if self._state is S.SUSPENDED else []
-        self._sync = _Sync(by_peer=True, batch_started=self._mono(), last_peer_seq=frame.seq)
+        self._sync = SyncStream(by_peer=True, batch_started=self._mono(), last_peer_seq=frame.seq)
         return [*events, ev.SyncStarted(by_peer=True), ev.Request(frame)], nxt
 
     def _on_sync_batch(self, frame: Frame, nxt: SessionState) -> Outcome:
@@ -428,11 +401,11 @@ class Session:
         return [ev.Response(frame), ev.CloseConnection("session ended")], nxt
 
     def _on_peer_error(self, frame: Frame, nxt: SessionState) -> Outcome:
-        ref = _payload_int(frame.payload, "ref_seq")
+        ref = payload_int(frame.payload, "ref_seq")
         reason = frame.payload.get("reason")
         events: list[ev.Event] = [
             ev.ErrorReceived(
-                _payload_int(frame.payload, "status"),
+                payload_int(frame.payload, "status"),
                 reason if isinstance(reason, str) else "",
                 ref,
                 frame,
@@ -451,7 +424,7 @@ class Session:
         reason = frame.payload.get("reason")
         text = reason if isinstance(reason, str) else "protocol violation"
         return [
-            ev.PeerViolation(_payload_int(frame.payload, "status"), text),
+            ev.PeerViolation(payload_int(frame.payload, "status"), text),
             ev.CloseConnection(f"peer reported a protocol violation: {text}"),
         ], nxt
 
@@ -593,7 +566,9 @@ class Session:
         elif action is Action.COLD_BOOT_DONE:
             self._cold_boot_seq = None
         elif action is Action.SYNC_OPEN:
-            self._sync = _Sync(by_peer=False, batch_started=self._mono(), last_local_seq=frame.seq)
+            self._sync = SyncStream(
+                by_peer=False, batch_started=self._mono(), last_local_seq=frame.seq
+            )
         elif action is Action.SYNC_BATCH and sync is not None:
             sync.batch_started = self._mono()
             if frame.msg_type in SYNC_OPENERS:
@@ -619,22 +594,13 @@ class Session:
 
     def next_deadline(self) -> float | None:
         """When :meth:`tick` next has something to do (monotonic seconds), or None."""
-        t, state = self._timeouts, self._state
-        if state is S.SYNCING:
-            assert self._sync is not None  # SYNCING is only entered with a stream
-            return self._sync.batch_started + t.syncing
-        starts_and_limits = {
-            S.INIT: (self._entered_at, t.handshaking),
-            S.HANDSHAKING: (self._entered_at, t.handshaking),
-            S.COLD_BOOTING: (self._entered_at, t.cold_booting),
-            S.ACTIVE: (self._active_since, t.active_warning),
-            S.SUSPENDED: (self._active_since, t.active_max),
-            S.TERMINATING: (self._entered_at, t.terminating),
-        }
-        if state not in starts_and_limits:
-            return None
-        start, limit = starts_and_limits[state]
-        return start + limit
+        return deadline(
+            self._state,
+            self._timeouts,
+            entered_at=self._entered_at,
+            active_since=self._active_since,
+            sync_started=self._sync.batch_started if self._sync is not None else None,
+        )
 
     def tick(self, now: float) -> list[ev.Event]:
         """Fire every deadline at or before ``now`` (several, if the driver was late)."""

@@ -1,0 +1,65 @@
+"""Small parts of the session kept out of ``session.py``: the clock port, the open sync
+stream, a payload helper, and the timer table's arithmetic (which deadline applies when)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from amcp.session.state import SessionState, Timeouts
+
+S = SessionState
+
+
+class CausalClock(Protocol):
+    """What the session needs from the HLC (``amcp.clock.HLC`` fits).
+
+    ``receive`` MUST raise :class:`amcp.errors.PreconditionFailed` without merging when the
+    remote clock is more than the allowed drift ahead of local time (PROFILE §5).
+    """
+
+    def send(self) -> int: ...
+
+    def receive(self, remote: int) -> int: ...
+
+
+@dataclass(slots=True)
+class SyncStream:
+    """The one open sync stream (mutable: its batch timer moves with each batch)."""
+
+    by_peer: bool
+    batch_started: float
+    last_local_seq: int | None = None  # our last sync frame in it: an ERROR to it ends it
+    last_peer_seq: int | None = None  # the peer's last sync frame: our ERROR to it ends it
+
+
+def payload_int(payload: Mapping[str, Any], key: str) -> int | None:
+    value = payload.get(key)
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def deadline(
+    state: SessionState,
+    t: Timeouts,
+    *,
+    entered_at: float,
+    active_since: float,
+    sync_started: float | None,
+) -> float | None:
+    """The monotonic time at which ``state``'s timer fires, or None for untimed states."""
+    if state is S.SYNCING:
+        assert sync_started is not None  # SYNCING is only entered with a stream
+        return sync_started + t.syncing
+    starts_and_limits = {
+        S.INIT: (entered_at, t.handshaking),
+        S.HANDSHAKING: (entered_at, t.handshaking),
+        S.COLD_BOOTING: (entered_at, t.cold_booting),
+        S.ACTIVE: (active_since, t.active_warning),
+        S.SUSPENDED: (active_since, t.active_max),
+        S.TERMINATING: (entered_at, t.terminating),
+    }
+    if state not in starts_and_limits:
+        return None
+    start, limit = starts_and_limits[state]
+    return start + limit
