@@ -10,27 +10,16 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any, TypeVar, cast
 from weakref import WeakKeyDictionary
 
-from amcp.amf.canonical import canonical_packb
-from amcp.amf.record import AMFRecord
 from amcp.amf.redact import redact
 from amcp.amf.types import Lifecycle
-from amcp.cse.roi import token_cost
-from amcp.store.base import RecordFilter, RecordState, Store, StoredRecord
+from amcp.cse.entry import Entry
+from amcp.store.base import RecordFilter, RecordState, StateRow, Store, StoredRecord
 
 T = TypeVar("T")
 MAX_ENTRIES = 50_000  # ~2 KiB each: a bounded cache, not a second copy of the store
-
-
-@dataclass(frozen=True, slots=True)
-class Entry:
-    record: AMFRecord  # the view a pack hands out (redacted when sensitive)
-    amf: dict[str, Any]
-    amf_bytes: bytes  # canonical MessagePack of ``amf``: the token cost and digest input
-    tokens: int
 
 
 class RecordCache:
@@ -62,10 +51,10 @@ class RecordCache:
         if item.record is None:
             return None
         view = redact(item.record) if item.state.sensitive else item.record
-        amf = view.to_dict()
-        data = canonical_packb(amf)
-        entry = Entry(view, amf, data, token_cost(len(data)))
-        key = (item.knowledge_id, item.state.sensitive)
+        return self.add(Entry.of_record(view), item.state.sensitive)
+
+    def add(self, entry: Entry, sensitive: bool) -> Entry:
+        key = (entry.knowledge_id, sensitive)
         self._entries[key] = entry
         self._entries.move_to_end(key)
         while len(self._entries) > self.limit:
@@ -106,39 +95,163 @@ def live_states(store: Store, ids: Sequence[str], now: float) -> dict[str, Recor
 
 from amcp.evolution.outcomes import WEIGHTS_GEN  # noqa: E402 - bumped by outcome rounds
 
+RANK_DEPTH = 2  # ranked lists keep limit × this, so writes that demote a few can be absorbed
+MAX_CATCH_UP = 256  # changes since the last ranking merged in; more and it is recomputed
 
-def ranked_ids(store: Store, flt: RecordFilter, limit: int) -> list[str]:
+
+def change_mark(store: Store) -> tuple[int, str | None]:
+    """Moves with every write: the newest change's HLC and the signed change-log head
+    (``"seq hash sig"``, where the store keeps one). The head also catches a change whose
+    HLC is older than the newest (one synced in from another node)."""
+    return store.max_hlc(), store.get_meta("chain_head")
+
+
+def ranked_ids(
+    store: Store, flt: RecordFilter, limit: int, mark: tuple[int, str | None] | None = None
+) -> list[str]:
     """Up to ``limit`` ids by learned weight, then newest, then id (deterministic).
 
-    Memoised per store on (change watermark, weights generation): ranking a type by weight
-    sorts every row of that type, which is the one pack step that grows with the store.
-    Puts and lifecycle changes move ``max_hlc``; outcome rounds bump ``WEIGHTS_GEN`` in the
-    same transaction as their ``set_weight`` calls, so another process's writes are seen too.
-    ``flt.now`` is left out of the key: only TTL expiry depends on it, and an expired record
-    is dropped later by ``live_states``.
+    Ranking a type by weight sorts every row of that type — the one pack step that grows
+    with the store — so the answer is kept per store, ``RANK_DEPTH`` times deeper than
+    asked, under (change mark, weights generation). After writes, the change log says which
+    records changed; only those are re-read and merged (a node serves many packs between
+    writes, and the first pack after a write must not re-sort 100k rows). Outcome rounds
+    bump ``WEIGHTS_GEN`` (their ``set_weight`` calls are not in the change log), which
+    forces a full re-rank. ``flt.now`` is left out: only TTL expiry depends on it, and an
+    expired record is dropped later by ``live_states``.
     """
     key = ("ranked", flt.scopes, flt.types, flt.kinds, flt.subject_prefix, limit)
-    mark = (store.max_hlc(), store.get_meta(WEIGHTS_GEN))
-    return cache_for(store).remember(key, mark, lambda: _ranked(store, flt, limit))
+    cache = cache_for(store)
+    mark, gen = mark or change_mark(store), store.get_meta(WEIGHTS_GEN)
+    hit = cache.memo.get(key)
+    rows: _Ranked | None = None
+    if hit is not None:
+        (old_mark, old_gen), old = hit
+        if old_mark == mark and old_gen == gen:
+            return [r.knowledge_id for r in old.rows[:limit]]
+        if old_gen == gen:
+            rows = _catch_up(store, flt, old, old_mark, mark, limit)
+    if rows is None:
+        rows = _ranked(store, flt, limit * RANK_DEPTH)
+    cache.remember(key, (mark, gen), lambda: rows)
+    return [r.knowledge_id for r in rows.rows[:limit]]
 
 
-def _ranked(store: Store, flt: RecordFilter, limit: int) -> list[str]:
-    flt = RecordFilter(
+class _Ranked:
+    __slots__ = ("complete", "rows")
+
+    def __init__(self, rows: list[StateRow], complete: bool) -> None:
+        self.rows = rows  # best first
+        self.complete = complete  # every qualifying row is here (fewer than asked exist)
+
+
+def _ranking_filter(flt: RecordFilter, ids: tuple[str, ...] | None = None) -> RecordFilter:
+    return RecordFilter(
         scopes=flt.scopes, types=flt.types, kinds=flt.kinds, lifecycles=flt.lifecycles,
-        subject_prefix=flt.subject_prefix, include_expired=True,
+        subject_prefix=flt.subject_prefix, include_expired=True, ids=ids,
     )
+
+
+def _sort(rows: list[StateRow]) -> list[StateRow]:
+    """SQL's ``weight DESC, created_at DESC, knowledge_id`` (NULL created_at last)."""
+    rows = sorted(rows, key=lambda r: r.knowledge_id)
+    rows.sort(key=lambda r: r.created_at or "", reverse=True)  # stable: ties keep id order
+    rows.sort(key=lambda r: r.state.weight, reverse=True)
+    return rows
+
+
+def _catch_up(
+    store: Store, flt: RecordFilter, old: _Ranked, old_mark: tuple[int, str | None],
+    mark: tuple[int, str | None], limit: int,
+) -> _Ranked | None:
+    """``old`` updated with the changes since ``old_mark``, or None to recompute."""
+    states = getattr(store, "states", None)
+    old_seq, new_seq = _seq(old_mark[1]), _seq(mark[1])
+    if states is None or old_seq is None or new_seq is None or new_seq < old_seq:
+        return None
+    if new_seq - old_seq > MAX_CATCH_UP:
+        return None
+    changes = store.changes(since_hlc=old_mark[0], limit=MAX_CATCH_UP + 1)
+    seqs = {c.seq for c in changes if c.seq > old_seq}
+    if len(seqs) != new_seq - old_seq:  # some change is not after the old HLC: start over
+        return None
+    changed = {c.knowledge_id for c in changes if c.seq > old_seq}
+    kept = [r for r in old.rows if r.knowledge_id not in changed]
+    fresh = states(_ranking_filter(flt, tuple(sorted(changed))), limit=len(changed))
+    merged = _sort([*kept, *fresh])
+    if not old.complete:
+        # Unchanged rows below the old list's end are unknown: keep only what ranks at or
+        # above its last unchanged row, and give up if that is too short.
+        if not kept:
+            return None
+        merged = merged[: merged.index(kept[-1]) + 1]
+        if len(merged) < limit:
+            return None
+    depth = limit * RANK_DEPTH
+    return _Ranked(merged[:depth], old.complete and len(merged) <= depth)
+
+
+def _seq(head: str | None) -> int | None:
+    if not head:
+        return None
+    try:
+        return int(head.split()[0])
+    except ValueError:
+        return None
+
+
+def _ranked(store: Store, flt: RecordFilter, depth: int) -> _Ranked:
     states = getattr(store, "states", None)
     if states is not None:
-        return [row.knowledge_id for row in states(flt, limit=limit, ranked=True)]
+        rows = states(_ranking_filter(flt), limit=depth, ranked=True)
+        return _Ranked(rows, len(rows) < depth)
     # Fallback for stores without ``states``: decode a bounded page and rank it here.
-    page = store.query(flt, limit=limit * 4)
+    page = store.query(_ranking_filter(flt), limit=depth * 4)
     page.sort(key=lambda s: (-s.state.weight, _neg_created(s), s.knowledge_id))
-    return [s.knowledge_id for s in page[:limit]]
+    return _Ranked([
+        StateRow(s.knowledge_id, s.record.type, s.state, s.record.meta.created_at)
+        for s in page[:depth] if s.record is not None
+    ], False)
 
 
 def _neg_created(item: StoredRecord) -> tuple[int, ...]:
     created = item.record.meta.created_at if item.record else ""
     return tuple(-b for b in created.encode())
+
+
+def load(
+    store: Store, ids: Sequence[str], now: float
+) -> dict[str, tuple[RecordState, Entry]]:
+    """Fresh state and cached view of the active, unexpired records among ``ids``.
+
+    One query where the store offers ``raw_bodies``: the state columns come with the stored
+    bytes, and a cache miss is verified by hashing those bytes (``Entry.of_body``).
+    Sensitive records, and stores without ``raw_bodies``, take the verifying read path.
+    """
+    ids = list(dict.fromkeys(ids))
+    raw = getattr(store, "raw_bodies", None)
+    if raw is None or not ids:
+        states = live_states(store, ids, now)
+        found = entries(store, ids, states)
+        return {k: (states[k], e) for k, e in found.items()}
+    cache = cache_for(store)
+    out: dict[str, tuple[RecordState, Entry]] = {}
+    slow: dict[str, RecordState] = {}
+    for kid, state, body, checksum in raw(ids):
+        if state.lifecycle is not Lifecycle.ACTIVE or (
+            state.expires_at is not None and state.expires_at <= now
+        ):
+            continue
+        hit = cache.get(kid, state.sensitive)
+        if hit is not None:
+            out[kid] = (state, hit)
+        elif body is None or state.sensitive:
+            slow[kid] = state
+        else:
+            out[kid] = (state, cache.add(Entry.of_body(kid, body, checksum), False))
+    for kid, entry in entries(store, list(slow), slow).items():
+        out[kid] = (slow[kid], entry)
+    return out
 
 
 def entries(store: Store, ids: Sequence[str], states: dict[str, RecordState]) -> dict[str, Entry]:
@@ -163,4 +276,7 @@ def entries(store: Store, ids: Sequence[str], states: dict[str, RecordState]) ->
     return out
 
 
-__all__ = ["Entry", "RecordCache", "cache_for", "entries", "live_states", "ranked_ids"]
+__all__ = [
+    "Entry", "RecordCache", "cache_for", "change_mark", "entries", "live_states", "load",
+    "ranked_ids",
+]

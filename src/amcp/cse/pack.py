@@ -36,16 +36,17 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from amcp.amf.record import AMF_VERSION, AMFRecord
-from amcp.amf.timefmt import format_ts, parse_ts
-from amcp.amf.types import Lifecycle
+from amcp.amf.timefmt import format_ts
+from amcp.amf.types import KnowledgeType
 from amcp.cse import gravity
-from amcp.cse.cache import Entry, cache_for, entries, live_states, ranked_ids
+from amcp.cse.cache import cache_for, change_mark, load, ranked_ids
 from amcp.cse.canon import Raw, packb_parts
+from amcp.cse.entry import Entry
 from amcp.cse.roi import recency_factor, roi, token_cost
-from amcp.cse.tiers import pointer
+from amcp.cse.tiers import pointer_line
 from amcp.cse.zones import CORE_TYPES, NEAR_FULL, Zone, ZoneUse, allocate
 from amcp.errors import ValidationError
-from amcp.evolution.decay import DAY, DecayStatus, trust, view
+from amcp.evolution.decay import DAY, DecayStatus, default_model, trust, view, view_of
 from amcp.evolution.qef import Signal, pending_signals
 from amcp.retrieval.lexical import match_query
 from amcp.store.base import RecordFilter, RecordState
@@ -60,6 +61,7 @@ GRAVITY_PICK = 8  # neighbours per cluster
 GRAVITY = 0.5  # a neighbour inherits this share of the relevance of the record it follows
 MAX_BUDGET = 10_000_000
 MAX_TASK = 10_000
+MAX_VERSIONS = 1000  # version records of one project considered (a release history)
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,9 +74,20 @@ class PackItem:
     pointer: str
     relevance: float
     kind: str | None
-    record: AMFRecord | None = field(default=None, compare=False)
-    amf: dict[str, Any] | None = field(default=None, compare=False)
-    amf_bytes: bytes | None = field(default=None, compare=False, repr=False)
+    # The record behind the item; its AMF (built on first use) is carried when form="full".
+    source: Entry | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def record(self) -> AMFRecord | None:
+        return self.source.record if self.source is not None else None
+
+    @property
+    def amf(self) -> dict[str, Any] | None:
+        return self.source.amf if self.source is not None and self.form == "full" else None
+
+    @property
+    def amf_bytes(self) -> bytes | None:
+        return self.source.amf_bytes if self.source is not None and self.form == "full" else None
 
     def to_dict(self, *, raw: bool = False) -> dict[str, Any]:
         d: dict[str, Any] = {
@@ -150,10 +163,14 @@ class _Cand:
     state: RecordState
     relevance: float
     roi: float = 0.0
+    line: str = ""  # the pointer, made when first needed
 
-    @property
-    def record(self) -> AMFRecord:
-        return self.entry.record
+    def pointer(self) -> str:
+        if not self.line:
+            e = self.entry
+            self.line = pointer_line(e.knowledge_id, e.type.value, e.scope, self.state.weight,
+                                     e.text)
+        return self.line
 
 
 @dataclass(slots=True)
@@ -167,16 +184,16 @@ class _Zones:
         return self.budgets[zone] - self.used.get(zone, 0)
 
     def place(self, c: _Cand, zone: Zone, *, form: str = "full") -> bool:
-        line = pointer(c.record, c.state.weight)
+        if c.kid in self.placed:
+            return False
+        line = c.pointer()
         cost = c.entry.tokens if form == "full" else token_cost(len(line.encode()))
-        if c.kid in self.placed or cost > self.room(zone):
+        if cost > self.room(zone):
             return False
         self.used[zone] = self.used.get(zone, 0) + cost
         self.placed.add(c.kid)
-        full = form == "full"
         self.items.append(PackItem(
-            c.kid, zone, c.roi, cost, form, line, round(c.relevance, 9), c.record.kind,
-            c.record, c.entry.amf if full else None, c.entry.amf_bytes if full else None,
+            c.kid, zone, c.roi, cost, form, line, round(c.relevance, 9), c.entry.kind, c.entry,
         ))
         return True
 
@@ -196,10 +213,10 @@ def _check(task: str, budget_tokens: int, working_tokens: int | None) -> int:
     return w
 
 
-def _version(memory: Memory, project: str, flt: RecordFilter) -> str:
+def _version(memory: Memory, project: str, flt: RecordFilter, mark: Any) -> str:
     """The newest active ``<project namespace>.version`` record's object, else 0.0.0."""
     return cache_for(memory.store).remember(
-        ("version", project, flt.scopes), memory.store.max_hlc(),
+        ("version", project, flt.scopes), mark,
         lambda: _find_version(memory, project, flt),
     )
 
@@ -208,12 +225,17 @@ def _find_version(memory: Memory, project: str, flt: RecordFilter) -> str:
     from amcp.amf.portable import scope_namespace
 
     subject = scope_namespace(project) + ".version"
-    found = [
-        s.record for s in memory.store.query(
-            RecordFilter(scopes=flt.scopes, subject_prefix=subject, now=flt.now), limit=32
-        )
-        if s.record is not None and s.record.core.subject == subject
-    ]
+    # An exact subject match uses the subject index; a prefix match scanned every record.
+    exact = RecordFilter(scopes=flt.scopes, subjects=(subject,), now=flt.now)
+    states = getattr(memory.store, "states", None)
+    if states is not None:  # rank by the created_at column, decode only the newest
+        rows = states(exact, limit=MAX_VERSIONS)
+        newest_id = max(((r.created_at or "", r.knowledge_id) for r in rows), default=None)
+        ids = [newest_id[1]] if newest_id else []
+        found = [s.record for s in memory.store.get_many(ids) if s.record is not None]
+    else:
+        found = [s.record for s in memory.store.query(exact, limit=MAX_VERSIONS)
+                 if s.record is not None]
     if not found:
         return "0.0.0"
     newest = max(found, key=lambda r: (r.meta.created_at, r.knowledge_id))
@@ -257,27 +279,37 @@ def _hits(memory: Memory, task: str, flt: RecordFilter) -> list[tuple[str, float
 def _candidates(
     memory: Memory, rel: dict[str, float], ids: Sequence[str], now: float
 ) -> list[_Cand]:
-    states = live_states(memory.store, ids, now)
-    found = entries(memory.store, ids, states)
+    found = load(memory.store, ids, now)
     out: list[_Cand] = []
     for kid in dict.fromkeys(ids):
-        entry, state = found.get(kid), states.get(kid)
-        if entry is None or state is None or state.lifecycle is not Lifecycle.ACTIVE:
+        hit = found.get(kid)
+        if hit is None:
             continue
-        record = entry.record
-        if view(record, state, now).status is DecayStatus.EXPIRED:
+        state, entry = hit
+        if _expired(entry, state, now):
             continue
         out.append(_rescored(_Cand(kid, entry, state, 0.0), rel.get(kid, 0.0), now))
     return out
+
+
+def _expired(entry: Entry, state: RecordState, now: float) -> bool:
+    if entry.own_decay or entry.type is KnowledgeType.SIGNAL:
+        # An own decay model or a signal's status needs the full record: rare in a pack.
+        return view(entry.record, state, now).status is DecayStatus.EXPIRED
+    status = view_of(entry.type, entry.confidence, entry.created_ts, default_model(entry.type),
+                     False, state, now).status
+    return status is DecayStatus.EXPIRED
 
 
 def _by_roi(cands: Sequence[_Cand]) -> list[_Cand]:
     return sorted(cands, key=lambda c: (-c.roi, -c.state.weight, c.kid))
 
 
-def _signals(memory: Memory, scopes: Sequence[str] | None, now: float) -> tuple[list[Signal], int]:
+def _signals(
+    memory: Memory, scopes: Sequence[str] | None, now: float, mark: Any
+) -> tuple[list[Signal], int]:
     pending = cache_for(memory.store).remember(
-        ("signals", scopes), memory.store.max_hlc(),
+        ("signals", scopes), mark,
         lambda: pending_signals(memory, scopes=scopes),
     )
     return [s for s in pending if s.is_urgent(now)], len(pending)
@@ -315,18 +347,20 @@ def build_pack(
     z.used[Zone.RESERVED] = header_tokens
     timings: dict[str, float] = {}
 
-    # 1-2: preselect (bounded), then resolve states and cached views.
+    # 1-2: preselect (bounded), then resolve states and cached views. Derived answers
+    # (core ranking, version, signals) are kept per store under the change-log mark.
+    mark = change_mark(memory.store)
     hits = _hits(memory, task, flt)
     rel = dict(hits)
     core_ids: list[str] = []
     for ktype in CORE_TYPES:
         core_flt = RecordFilter(scopes=scope_t, types=(ktype,), now=when)
-        core_ids.extend(ranked_ids(memory.store, core_flt, CORE_PICK))
+        core_ids.extend(ranked_ids(memory.store, core_flt, CORE_PICK, mark))
     cands = _candidates(memory, rel, [*core_ids, *(k for k, _ in hits)], when)
     timings["candidates_ms"] = (time.perf_counter() - started) * 1000
 
     # 3-4: CORE_PRINCIPLES — full where it fits, else a pointer; never evicted.
-    core = _by_roi([c for c in cands if c.record.type in CORE_TYPES])
+    core = _by_roi([c for c in cands if c.entry.type in CORE_TYPES])
     degraded: list[str] = []
     for c in core:
         if not z.place(c, Zone.CORE_PRINCIPLES):
@@ -360,12 +394,12 @@ def build_pack(
     for c in overflow:
         z.place(c, Zone.OVERFLOW_BUFFER, form="pointer")
 
-    urgent, pending = _signals(memory, scope_t, when)
+    urgent, pending = _signals(memory, scope_t, when, mark)
     zones = {zone: ZoneUse(z.budgets[zone], z.used.get(zone, 0)) for zone in Zone}
     order = list(Zone)
     items = tuple(sorted(z.items, key=lambda it: (order.index(it.zone), -it.roi, it.knowledge_id)))
     pack = Pack(
-        project=proj, version=_version(memory, proj, flt), task=task,
+        project=proj, version=_version(memory, proj, flt, mark), task=task,
         budget_tokens=budget_tokens, working_tokens=working,
         now=format_ts(datetime.fromtimestamp(when, tz=UTC)), header=header, zones=zones,
         items=items, urgent_signals=tuple(s.to_dict() for s in urgent),
@@ -387,19 +421,17 @@ def _gravity(
     Cluster members come from the preselected pool, not a namespace scan, so gravity adds
     no store scan to a pack (a namespace can hold most of a store).
     """
-    seeds = [it for it in high if it.record is not None][:GRAVITY_SEEDS]
+    seeds = [(it, it.source) for it in high if it.source is not None][:GRAVITY_SEEDS]
     pull: dict[str, float] = {}
-    for it in seeds:
-        assert it.record is not None
-        pull.setdefault(gravity.namespace(it.record.core.subject), GRAVITY * it.relevance)
+    for it, e in seeds:
+        pull.setdefault(gravity.namespace(e.subject), GRAVITY * it.relevance)
     causal: dict[str, float] = {}
-    for it in seeds:
-        assert it.record is not None
-        for kid in gravity.causes([it.record]):
+    for it, e in seeds:
+        for kid in e.caused_by:
             causal.setdefault(kid, GRAVITY * it.relevance)
     out: list[_Cand] = []
     for c in pool:
-        boost = max(pull.get(gravity.namespace(c.record.core.subject), 0.0),
+        boost = max(pull.get(gravity.namespace(c.entry.subject), 0.0),
                     causal.pop(c.kid, 0.0))
         if c.kid not in placed and boost > c.relevance:
             out.append(_rescored(c, boost, now))
@@ -409,13 +441,14 @@ def _gravity(
 
 
 def _rescored(c: _Cand, relevance: float, now: float) -> _Cand:
+    e = c.entry
     last = c.state.last_access
     if last is None:
-        last = parse_ts(c.record.meta.created_at).timestamp()
-    fresh = _Cand(c.kid, c.entry, c.state, relevance)
+        last = e.created_ts
+    fresh = _Cand(c.kid, e, c.state, relevance, line=c.line)
     fresh.roi = roi(
-        relevance, trust(c.record.core.confidence, c.state.weight),
-        recency_factor(c.record.type, (now - last) / DAY), c.entry.tokens,
+        relevance, trust(e.confidence, c.state.weight),
+        recency_factor(e.type, (now - last) / DAY), e.tokens,
     )
     return fresh
 

@@ -38,12 +38,15 @@ def _one_line(text: str, limit: int) -> str:
 
 
 def pointer(record: AMFRecord, weight: float) -> str:
-    scope = record.meta.project_scope[0]
-    head = record.knowledge_id[:POINTER_ID_CHARS]
-    return (
-        f"{head} [{record.type.value} · {scope} · {weight:.2f}] "
-        f"{_one_line(record.text, POINTER_TEXT)}"
+    return pointer_line(
+        record.knowledge_id, record.type.value, record.meta.project_scope[0], weight, record.text
     )
+
+
+def pointer_line(knowledge_id: str, ktype: str, scope: str, weight: float, text: str) -> str:
+    """``pointer`` from its parts (the CSE holds them without building the record)."""
+    head = knowledge_id[:POINTER_ID_CHARS]
+    return f"{head} [{ktype} · {scope} · {weight:.2f}] {_one_line(text, POINTER_TEXT)}"
 
 
 def summary(record: AMFRecord) -> str:
@@ -102,6 +105,7 @@ def full(memory: Memory, knowledge_ids: Sequence[str]) -> list[dict[str, Any]]:
 
 
 __all__ = [
-    "AMP_ORDER", "RELEVANT", "Tiers", "amp_rank", "amp_sorted", "full", "pointer", "summary",
+    "AMP_ORDER", "RELEVANT", "Tiers", "amp_rank", "amp_sorted", "full", "pointer", "pointer_line",
+    "summary",
     "tiers_of",
 ]

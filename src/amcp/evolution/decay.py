@@ -117,13 +117,24 @@ def age_days(record: AMFRecord, now: float) -> float:
 
 
 def view(record: AMFRecord, state: RecordState | None, now: float) -> DecayView:
-    model = decay_model_of(record)
-    fired = event_fired(record)
-    factor = time_factor(model, age_days(record, now), fired=fired)
+    created = parse_ts(record.meta.created_at).timestamp()
+    return view_of(
+        record.type, record.core.confidence, created, decay_model_of(record),
+        event_fired(record), state, now,
+    )
+
+
+def view_of(
+    ktype: KnowledgeType, confidence: float, created_ts: float, model: DecayModel,
+    fired: bool, state: RecordState | None, now: float,
+) -> DecayView:
+    """``view`` from the parts it reads, for callers that hold them without a record
+    (the CSE ranks candidates from their stored bytes)."""
+    factor = time_factor(model, max(0.0, (now - created_ts) / DAY), fired=fired)
     weight = state.weight if state is not None else NEUTRAL_WEIGHT
-    start = trust(record.core.confidence, weight)
-    effective = trust(record.core.confidence * factor, weight)
-    type_floor = CONFIDENCE_FLOOR[record.type]
+    start = trust(confidence, weight)
+    effective = trust(confidence * factor, weight)
+    type_floor = CONFIDENCE_FLOOR[ktype]
     floor = type_floor if start > type_floor else start / 2.0
     live = state is None or state.lifecycle in _LIVE
     if not live or fired or effective < floor:
@@ -133,6 +144,18 @@ def view(record: AMFRecord, state: RecordState | None, now: float) -> DecayView:
     else:
         status = DecayStatus.FRESH
     return DecayView(model.type, model.half_life_days, factor, effective, floor, status)
+
+
+def default_model(ktype: KnowledgeType) -> DecayModel:
+    """The upstream default model of a type (what a record without its own follows)."""
+    model = _DEFAULT_MODELS.get(ktype)
+    if model is None:
+        default_type, default_hl = DEFAULT_DECAY[ktype]
+        model = _DEFAULT_MODELS[ktype] = DecayModel(type=default_type, half_life_days=default_hl)
+    return model
+
+
+_DEFAULT_MODELS: dict[KnowledgeType, DecayModel] = {}
 
 
 def effective_confidence(record: AMFRecord, state: RecordState | None, now: float) -> float:
@@ -155,9 +178,11 @@ __all__ = [
     "age_days",
     "decay_model_of",
     "decay_status",
+    "default_model",
     "effective_confidence",
     "event_fired",
     "time_factor",
     "trust",
     "view",
+    "view_of",
 ]

@@ -562,6 +562,33 @@ class SQLiteStore(IndexReads):
                 out.append(found)
         return out
 
+    def raw_bodies(
+        self, knowledge_ids: Sequence[str]
+    ) -> list[tuple[str, RecordState, bytes | None, str | None]]:
+        """``(id, state, stored AMF bytes, row checksum)`` in one query, *neither decoded nor
+        verified*: for readers that verify the bytes themselves (``amcp.cse.cache`` hashes
+        them without decoding). Sealed (sensitive) bodies and tombstones come back as None;
+        read those through ``get``."""
+        if not knowledge_ids:
+            return []
+        marks = ",".join("?" * len(knowledge_ids))
+        with self._lock:
+            rows = self._db.execute(
+                f"SELECT {STATE_COLS} FROM records r WHERE r.knowledge_id IN ({marks})",
+                list(knowledge_ids),
+            ).fetchall()
+        out = []
+        for row in rows:
+            (_rowid, kid, life, hlc, sup, reason, exp, sens, weight, count, last, stored,
+             body, checksum) = row
+            state = RecordState(
+                lifecycle=Lifecycle(life), hlc=hlc, superseded_by=sup, reason=reason,
+                expires_at=exp, sensitive=bool(sens), weight=weight, access_count=count,
+                last_access=last, stored_at=stored,
+            )
+            out.append((kid, state, None if sens else body, checksum))
+        return out
+
     def query(
         self, flt: RecordFilter, *, limit: int = 100, after: str | None = None
     ) -> list[StoredRecord]:
