@@ -1,12 +1,24 @@
 """CSE pack benchmark: build time at 10k and 100k records, and digest determinism.
 
-    .venv/bin/python bench/cse_pack.py [--sizes 10000 100000] [--packs 50] [--data DIR]
+    .venv/bin/python bench/cse_pack.py [--sizes 10000 100000] [--packs 50] [--writes 6]
+        [--data DIR]
 
 Stores are built once (hashing embedder, ``Memory.put_many``) under ``--data`` and reused.
-Timing: ``Memory.context`` wall time per pack, 50+ packs with different tasks after one
-warm-up pack (the first pack of a process builds the vector index and ranks the core types;
-it is reported separately as ``first_pack_ms``). Determinism: one request built 100 times
-in this process and once in each of 2 fresh processes must give one digest.
+
+Timing (``Memory.context`` wall time, and CPU time of this process):
+
+- ``open_ms``: opening the store; ``first_pack_ms``: the first pack of the process (it loads
+  the vector index from the store and ranks the core types);
+- ``p50_ms`` / ``p95_ms``: ``--packs`` packs, each for a different task. Above 20k vectors the
+  retrieval index builds an HNSW graph in a background thread (tens of seconds of both
+  cores, for recall — packs use exact search); timed packs start after it has finished
+  (``ann_wait_s``), so they measure the pack, not the build competing with it;
+- ``after_write_*``: ``--writes`` times, one record is remembered (cycling through the types,
+  so the core ranking must take it in), and the next pack — again a new task — is timed.
+  The written records are purged at the end, so the store's content is as before.
+
+Determinism: one request built 100 times in this process and once in each of 2 fresh
+processes must give one digest. The load average is recorded before and after.
 Writes bench/results/cse_pack.json.
 """
 
@@ -14,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import subprocess
 import sys
@@ -71,35 +84,74 @@ def digest_once(path: Path, now: float) -> str:
         return digest
 
 
-def run(path: Path, n: int, packs: int) -> dict[str, object]:
+def _timed(mem: Memory, task: str, now: float) -> tuple[float, float]:
+    c, t = time.process_time(), time.perf_counter()
+    mem.context(task, budget_tokens=8000, now=now)
+    return (time.perf_counter() - t) * 1000, (time.process_time() - c) * 1000
+
+
+def run(path: Path, n: int, packs: int, writes: int) -> dict[str, object]:
     now = T0 + n + 3600.0
     rng = random.Random(99)
-    with Memory(path, embedder="hashing") as mem:
+    load_before = os.getloadavg()
+    t = time.perf_counter()
+    mem = Memory(path, embedder="hashing")
+    open_ms = (time.perf_counter() - t) * 1000
+    try:
+        first, _ = _timed(mem, "warm up", now)
         t = time.perf_counter()
-        mem.context("warm up", budget_tokens=8000, now=now)
-        first = (time.perf_counter() - t) * 1000
-        times = []
-        for _ in range(packs):
-            task = " ".join(rng.choice(WORDS) for _ in range(6))
-            t = time.perf_counter()
-            mem.context(task, budget_tokens=8000, now=now)
-            times.append((time.perf_counter() - t) * 1000)
+        index = mem.searcher.index
+        if index is not None:
+            index.wait_for_ann(timeout=900)
+        ann_wait = time.perf_counter() - t
+
+        def task() -> str:
+            return " ".join(rng.choice(WORDS) for _ in range(6))
+
+        timed = [_timed(mem, task(), now) for _ in range(packs)]
+        times, cpu = [w for w, _ in timed], [c for _, c in timed]
         digests = {mem.context(REQUEST["task"], budget_tokens=8000, now=now).digest
                    for _ in range(100)}
-    procs = {
-        subprocess.run(
-            [sys.executable, __file__, "--digest", str(path), str(now)],
-            check=True, capture_output=True, text=True,
-        ).stdout.strip()
-        for _ in range(2)
-    }
+        procs = {
+            subprocess.run(
+                [sys.executable, __file__, "--digest", str(path), str(now)],
+                check=True, capture_output=True, text=True,
+            ).stdout.strip()
+            for _ in range(2)
+        }
+        after, written = [], []
+        nonce = f"{time.time_ns():x}"
+        for i in range(writes):
+            ktype = TYPES[i % len(TYPES)]
+            out = mem.remember(
+                f"bench write {nonce} {i} " + task(), type=ktype, scope=["project:bench"],
+                subject=f"ns{i}.write.item", sample_size=10 if ktype is KT.PATTERN else None,
+            )
+            written.append(out.knowledge_id)
+            after.append(_timed(mem, task(), now)[0])
+        for kid in written:
+            mem.purge(kid, reason="cse_pack bench write")
+        after_purge = mem.context(REQUEST["task"], budget_tokens=8000, now=now).digest
+    finally:
+        index = mem.searcher.index
+        if index is not None:  # exiting while faiss builds aborts the process
+            index.wait_for_ann(timeout=900)
+        mem.close()
     return {
-        "records": n, "packs": packs, "first_pack_ms": round(first, 2),
+        "records": n, "packs": packs, "open_ms": round(open_ms, 1),
+        "first_pack_ms": round(first, 2), "ann_wait_s": round(ann_wait, 1),
         "p50_ms": round(median(times), 2), "p95_ms": round(percentile(times, 95), 2),
-        "max_ms": round(max(times), 2),
+        "max_ms": round(max(times), 2), "cpu_p50_ms": round(median(cpu), 2),
+        "cpu_p95_ms": round(percentile(cpu, 95), 2),
+        "writes": writes,
+        "after_write_p50_ms": round(median(after), 2) if after else None,
+        "after_write_max_ms": round(max(after), 2) if after else None,
         "digest_in_process_runs": 100, "distinct_digests_in_process": len(digests),
         "distinct_digests_across_2_processes": len(procs | digests),
+        "digest_unchanged_after_purging_writes": after_purge in digests,
         "digest": sorted(digests)[0],
+        "loadavg_before": [round(x, 2) for x in load_before],
+        "loadavg_after": [round(x, 2) for x in os.getloadavg()],
     }
 
 
@@ -110,6 +162,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
     ap.add_argument("--packs", type=int, default=50)
+    ap.add_argument("--writes", type=int, default=6)
     ap.add_argument("--data", type=Path, default=Path("/tmp/amcp-bench-cse"))
     args = ap.parse_args()
     results = []
@@ -118,7 +171,7 @@ def main() -> None:
         t = time.perf_counter()
         build(path, n)
         print(f"store {n}: ready in {time.perf_counter() - t:.1f}s", flush=True)
-        res = run(path, n, args.packs)
+        res = run(path, n, args.packs, args.writes)
         print(json.dumps(res), flush=True)
         results.append(res)
     RESULTS.mkdir(exist_ok=True)

@@ -24,7 +24,10 @@ class Raw:
 
 
 def _enc(value: Any, out: list[bytes], packer: msgpack.Packer) -> None:
-    if isinstance(value, Raw):
+    if value is None or isinstance(value, str | int | float | bytes):
+        # Scalars: the packer's options are canonical_packb's (shortest ints, float64).
+        out.append(packer.pack(value))
+    elif isinstance(value, Raw):
         out.append(value.data)
     elif isinstance(value, Mapping):
         items = sorted(

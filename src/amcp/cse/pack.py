@@ -37,7 +37,7 @@ import numpy as np
 
 from amcp.amf.record import AMF_VERSION, AMFRecord
 from amcp.amf.timefmt import format_ts
-from amcp.amf.types import KnowledgeType
+from amcp.amf.types import DecayType, KnowledgeType
 from amcp.cse import gravity
 from amcp.cse.cache import cache_for, change_mark, load, ranked_ids
 from amcp.cse.canon import Raw, packb_parts
@@ -259,6 +259,8 @@ def _exact_top(memory: Memory, query: Any, flt: RecordFilter, k: int) -> list[tu
     q = q / norm if norm > 0 else q
     with index._lock:
         probe = index._exact(q, k * 4, None)
+    if flt.scopes is None:
+        probe = probe[:k]
     names = memory.store.ids_for_rowids([r for r, _ in probe])
     if flt.scopes is not None:
         allowed = set(memory.store.rowids(replace(flt, ids=tuple(names.values()))).tolist())
@@ -296,9 +298,11 @@ def _expired(entry: Entry, state: RecordState, now: float) -> bool:
     if entry.own_decay or entry.type is KnowledgeType.SIGNAL:
         # An own decay model or a signal's status needs the full record: rare in a pack.
         return view(entry.record, state, now).status is DecayStatus.EXPIRED
-    status = view_of(entry.type, entry.confidence, entry.created_ts, default_model(entry.type),
-                     False, state, now).status
-    return status is DecayStatus.EXPIRED
+    model = default_model(entry.type)
+    if model.type is DecayType.NONE:
+        return False  # factor 1: effective = start, never below its floor (see decay.view)
+    status = view_of(entry.type, entry.confidence, entry.created_ts, model, False, state, now)
+    return status.status is DecayStatus.EXPIRED
 
 
 def _by_roi(cands: Sequence[_Cand]) -> list[_Cand]:
