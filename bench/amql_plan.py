@@ -1,11 +1,13 @@
 """AMQL planning and execution: parse + plan per upstream example, run time on a 10k store.
 
     .venv/bin/python bench/amql_plan.py [--records 10000] [--runs 1000] [--exec-runs 3]
+        [--data DIR]
 
 Parse + plan is pure (no store access) and is timed over ``--runs`` (median, target ≤ 1 ms).
 Execution runs each query against a store of ``--records`` synthetic records (hashing
 embedder) and reports the median of ``--exec-runs``, the number of results, and the store
-filter the planner pushed. Writes bench/results/amql_plan.json (with platform, CPU count and
+filter the planner pushed. With ``--data`` the store is built once under DIR and reused
+(queries run with ``touch=False``, so reusing it does not change the answers). Writes bench/results/amql_plan.json (with platform, CPU count and
 Python version).
 """
 
@@ -60,6 +62,9 @@ def time_plan(text: str, runs: int) -> float:
 
 
 def build(path: Path, n: int) -> Memory:
+    if path.exists():
+        return Memory(path, embedder="hashing")
+    path.parent.mkdir(parents=True, exist_ok=True)
     m = Memory(path, embedder="hashing")
     types = ["KT-FACT", "KT-PITFALL", "KT-DECISION", "KT-CONTEXT", "KT-PATTERN"]
     spaces = ["OKX.API", "Python.Division", "StepQuant.Parameter", "risk_management.Stops"]
@@ -85,11 +90,13 @@ def main() -> int:
     ap.add_argument("--records", type=int, default=10_000)
     ap.add_argument("--runs", type=int, default=1000)
     ap.add_argument("--exec-runs", type=int, default=3)
+    ap.add_argument("--data", type=Path, default=None, help="keep the store here and reuse it")
     args = ap.parse_args()
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         t0 = time.perf_counter()
-        m = build(Path(tmp) / "m.db", args.records)
+        where = args.data / f"r{args.records}" if args.data else Path(tmp)
+        m = build(where / "m.db", args.records)
         build_s = time.perf_counter() - t0
         for name, text in examples().items():
             plan_ms = time_plan(text, args.runs)

@@ -11,7 +11,9 @@ and a canonical map is its header followed by its encoded keys and values. So:
   stored bytes* — no re-encoding. The bytes hashed are the bytes decoded, so a match proves
   the fields a pack reads are the ones the writer signed, exactly as ``verify_integrity``
   does (and a non-canonical body, which no writer produces, simply fails the check);
-- the serialized AMF a pack carries (and counts tokens of) *is* the stored body;
+- the serialized AMF a pack carries (and counts tokens of) *is* the stored body (its top
+  level is checked to be in canonical key order; the sections outside ``core`` and ``meta``
+  are trusted to be canonical as written — no checksum covers them on any read path);
 - the ``AMFRecord`` is built only when someone asks for ``record`` (API views, tiers).
 
 Sensitive records are sealed at rest and shown redacted; they take the ordinary verifying
@@ -157,10 +159,14 @@ def _split(body: bytes) -> tuple[dict[str, Any], dict[str, tuple[int, int]]]:
     unpacker.feed(body)
     doc: dict[str, Any] = {}
     spans: dict[str, tuple[int, int]] = {}
+    last = b""
     for _ in range(unpacker.read_map_header()):
         key = unpacker.unpack()
-        if not isinstance(key, str) or key in doc:
-            raise ValueError("top-level keys must be distinct strings")
+        # Canonical: string keys in strictly increasing UTF-8 order (so no repeats either).
+        raw = key.encode() if isinstance(key, str) else b""
+        if not raw or raw <= last:
+            raise ValueError("top-level keys are not canonical")
+        last = raw
         start = unpacker.tell()
         doc[key] = unpacker.unpack()
         spans[key] = (start, unpacker.tell())
