@@ -7,7 +7,8 @@ Parse + plan is pure (no store access) and is timed over ``--runs`` (median, tar
 Execution runs each query against a store of ``--records`` synthetic records (hashing
 embedder) and reports the median of ``--exec-runs``, the number of results, and the store
 filter the planner pushed. With ``--data`` the store is built once under DIR and reused
-(queries run with ``touch=False``, so reusing it does not change the answers). Writes bench/results/amql_plan.json (with platform, CPU count and
+(queries run with ``touch=False``, so reusing it does not change the answers).
+Writes bench/results/amql_plan.json (with platform, CPU count and
 Python version).
 """
 

@@ -7,9 +7,10 @@ from pathlib import Path
 
 import msgpack
 import pytest
+from tests.cse.kit import NOW, T0, add, open_mem, seed
 
 from amcp.amf.canonical import canonical_packb
-from amcp.amf.types import KnowledgeType as KT  # noqa: N817
+from amcp.amf.types import KnowledgeType as KT
 from amcp.cse import cache as cse_cache
 from amcp.cse.cache import RecordCache, cache_for, ranked_ids
 from amcp.cse.entry import Entry
@@ -17,7 +18,6 @@ from amcp.errors import IntegrityError
 from amcp.evolution.outcomes import WEIGHTS_GEN
 from amcp.memory import Memory
 from amcp.store.base import RecordFilter
-from tests.cse.kit import NOW, T0, add, open_mem, seed
 
 
 @pytest.fixture
