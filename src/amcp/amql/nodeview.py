@@ -10,6 +10,7 @@ query that never reaches them never pays for them.
 from __future__ import annotations
 
 import importlib
+import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from types import ModuleType
@@ -50,6 +51,47 @@ def list_view(memory: Memory, flt: RecordFilter, *, limit: int,
     fn = getattr(memory, "list_records", None) or getattr(memory, "list")  # noqa: B009
     page: list[StoredRecord] = fn(flt, limit=limit, after=after)
     return page
+
+
+def scan_pages(memory: Memory, flt: RecordFilter, *,
+               page: int = SCAN_PAGE) -> Iterator[list[StoredRecord]]:
+    """Every record matching ``flt``, in store (rowid) order, a page at a time.
+
+    Paging with ``after`` re-runs the filtered query per page, and with a lifecycle in it
+    SQLite walks the lifecycle index and sorts every match by rowid for each page of 500:
+    quadratic (seconds at 10k records). Instead the matching rowids are read once (one
+    indexed query, no bodies), then each page is fetched by id. A record whose lifecycle
+    or expiry changed in between is dropped; one that started matching in between is not
+    seen (the scan is of the store as it was when it started).
+    """
+    store = memory.store
+    rowids_of = getattr(store, "rowids", None)
+    names_of = getattr(store, "ids_for_rowids", None)
+    if rowids_of is None or names_of is None:
+        after: str | None = None
+        while True:
+            found = list_view(memory, flt, limit=page, after=after)
+            yield found
+            if len(found) < page:
+                return
+            after = found[-1].knowledge_id
+    rows = sorted(int(r) for r in rowids_of(flt))
+    lifecycles = flt.lifecycles
+    now = flt.now if flt.now is not None else time.time()  # as the store's own filter does
+    for start in range(0, len(rows), page):
+        chunk = rows[start:start + page]
+        names = names_of(chunk)
+        ids = tuple(names[r] for r in chunk if r in names)
+        # No lifecycle or expiry in SQL: with them SQLite prefers the lifecycle index over
+        # the id lookups; both are checked here instead.
+        by_id = RecordFilter(ids=ids, lifecycles=None, include_expired=True)
+        found = list_view(memory, by_id, limit=len(ids))
+        yield [
+            i for i in found
+            if (lifecycles is None or i.state.lifecycle in lifecycles) and (
+                flt.include_expired or i.state.expires_at is None or i.state.expires_at > now
+            )
+        ]
 
 
 def cluster_unavailable(what: str) -> ValidationError:
@@ -223,13 +265,8 @@ class QueryContext:
         return RecordFilter(**base)
 
     def scan(self, flt: RecordFilter) -> Iterator[StoredRecord]:
-        after: str | None = None
-        while True:
-            page = list_view(self.memory, flt, limit=SCAN_PAGE, after=after)
+        for page in scan_pages(self.memory, flt):
             yield from page
-            if len(page) < SCAN_PAGE:
-                return
-            after = page[-1].knowledge_id
 
     # -- clusters -------------------------------------------------------------------
 

@@ -38,7 +38,7 @@ from amcp.amql.ast import (
     Statement,
 )
 from amcp.amql.evaluate import evaluate, sort_records
-from amcp.amql.nodeview import ALL_LIFECYCLES, QueryContext, list_view
+from amcp.amql.nodeview import ALL_LIFECYCLES, QueryContext, scan_pages
 from amcp.amql.parser import parse
 from amcp.amql.plan import conjuncts
 from amcp.amql.pushdown import Pushdown, describe, mentions, push
@@ -286,10 +286,9 @@ def _candidates(ctx: QueryContext, pushed: Pushdown, plan: RecallPlan,
         return _Collected(out, more=False)
     recheck = pushed.recheck
     semantic_texts = _semantic_texts(recheck)
-    after: str | None = None
-    page_size = 500
-    while True:
-        page = list_view(ctx.memory, pushed.flt, limit=page_size, after=after)
+    # Residual conditions are evaluated only on what the store filter let through, a page
+    # at a time, and reading stops as soon as an unsorted query has its rows.
+    for page in scan_pages(ctx.memory, pushed.flt):
         for text in semantic_texts:
             ctx.scorer.prime(text, page)
         for item in page:
@@ -299,9 +298,7 @@ def _candidates(ctx: QueryContext, pushed: Pushdown, plan: RecallPlan,
                 out.append(item)
                 if stop_after is not None and len(out) > stop_after:
                     return _Collected(out[:stop_after], more=True)
-        if len(page) < page_size:
-            return _Collected(out, more=False)
-        after = page[-1].knowledge_id
+    return _Collected(out, more=False)
 
 
 def _semantic_texts(expr: Expr | None) -> list[str]:

@@ -20,6 +20,7 @@ Left out (documented in docs/cse.md): splitting a large namespace by embedding s
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 from urllib.parse import quote, unquote
@@ -85,10 +86,14 @@ def centroid_match(memory: Memory, cluster_id: str, text: str) -> float:
     size = min(memory.store.count(flt), MAX_MEMBERS)
     if size == 0:
         return 0.0
+    from amcp.cse.cache import load  # lazily: the cache imports the evolution layer
+
     query = memory.embedder.embed_query(text)
     hits = memory.searcher.vector_search(query, flt, size)
-    members = {s.knowledge_id for s in memory.store.get_many([k for k, _ in hits])
-               if s.record is not None and is_member(s.record, ns)}
+    # Subjects from the verified stored bytes (amcp.cse.entry): a cluster can hold
+    # thousands of members, and building each record costs ~10x more.
+    found = load(memory.store, [k for k, _ in hits], time.time())
+    members = {k for k, (_state, e) in found.items() if namespace(e.subject) == ns}
     scores = [s for k, s in hits if k in members]
     return round(float(np.mean(scores)), 9) if scores else 0.0
 
