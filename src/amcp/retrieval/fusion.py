@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from amcp.amf.types import KnowledgeType
 
@@ -28,8 +28,10 @@ TYPE_PRIOR: dict[KnowledgeType, float] = {
 }
 
 
-@dataclass(frozen=True, slots=True)
-class Candidate:
+class Candidate(NamedTuple):
+    """A NamedTuple, not a dataclass: the hooks' lexical path imports this module, and
+    ``import dataclasses`` would cost each hook process more than its query."""
+
     knowledge_id: str
     fused: float
     lexical_rank: int | None

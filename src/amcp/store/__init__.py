@@ -1,16 +1,25 @@
-"""Storage port and adapters."""
+"""Storage port and adapters.
 
-from amcp.store.base import (
-    Change,
-    ChangeOp,
-    IntegrityReport,
-    PutResult,
-    RecordFilter,
-    RecordState,
-    Store,
-    StoredRecord,
-    StoreStats,
-)
+The port's names load on first use (PEP 562): importing ``amcp.store.fastread`` (the hooks'
+read-only path) must not load the record classes that ``amcp.store.base`` needs.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from amcp.store.base import (
+        Change,
+        ChangeOp,
+        IntegrityReport,
+        PutResult,
+        RecordFilter,
+        RecordState,
+        Store,
+        StoredRecord,
+        StoreStats,
+    )
 
 __all__ = [
     "Change",
@@ -23,3 +32,11 @@ __all__ = [
     "StoreStats",
     "StoredRecord",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name in __all__:
+        from amcp.store import base
+
+        return getattr(base, name)
+    raise AttributeError(f"module 'amcp.store' has no attribute {name!r}")

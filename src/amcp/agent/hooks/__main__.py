@@ -18,7 +18,8 @@ from amcp.agent.hooks.fastpath import NODE_PORT
 def config_from_env(env: Mapping[str, str]) -> HookConfig:
     """``AMCP_HOME`` (store dir), ``AMCP_NODE`` (``host:port``, or ``off``),
     ``AMCP_HOOK_CAPTURE`` (``0``: do not capture prompts; ``inline``: capture inside the
-    prompt hook instead of a detached process)."""
+    prompt hook instead of a detached process), ``AMCP_HOOK_WRITE`` (``inline``: write a
+    commit's record before answering instead of in a detached process)."""
     home = Path(env["AMCP_HOME"]).expanduser() if env.get("AMCP_HOME") else Path.home() / ".amcp"
     node: tuple[str, int] | None = ("127.0.0.1", NODE_PORT)
     raw = env.get("AMCP_NODE", "").strip()
@@ -36,6 +37,7 @@ def config_from_env(env: Mapping[str, str]) -> HookConfig:
         node=node,
         capture_prompts=env.get("AMCP_HOOK_CAPTURE", "1") != "0",
         capture_mode="inline" if env.get("AMCP_HOOK_CAPTURE") == "inline" else "background",
+        write_mode="inline" if env.get("AMCP_HOOK_WRITE") == "inline" else "background",
     )
 
 

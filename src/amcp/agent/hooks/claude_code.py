@@ -18,16 +18,15 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
 import sys
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from amcp.agent.hooks.fastpath import (
     NODE_PORT,
     Backend,
+    FastBackend,
     LocalBackend,
     MemoryLine,
     NewMemory,
@@ -53,9 +52,10 @@ GIT_COMMIT = re.compile(r"(?:^|[;&|(]\s*|\s)git(?:\s+-[cC]\s+\S+)*\s+commit\b")
 _FENCE = re.compile(r"</?\s*amcp-memory", re.IGNORECASE)
 
 
-@dataclass(frozen=True, slots=True)
-class HookConfig:
-    """Read from the environment by the entry point (the composition root), not here."""
+class HookConfig(NamedTuple):
+    """Read from the environment by the entry point (the composition root), not here.
+
+    NamedTuples, not frozen dataclasses, on the hook path: see ``fastpath.MemoryLine``."""
 
     home: Path
     store: Path
@@ -69,6 +69,11 @@ class HookConfig:
     # "background": the prompt's capture runs in a detached process, off the agent's
     # critical path (the capture rules alone take ~0.3 s to import); "inline" for tests.
     capture_mode: str = "inline"
+    # "background": a commit's work-boundary record is written by a detached process (the
+    # write path imports Memory, record classes and cryptography: more than a hook may
+    # spend); "inline" writes it before answering (and reports a locked store). The entry
+    # point uses "background"; in-process callers and tests get "inline".
+    write_mode: str = "inline"
     python: str = sys.executable
 
     @property
@@ -80,8 +85,7 @@ class HookInputError(ValueError):
     """The hook's stdin is not the JSON object Claude Code sends."""
 
 
-@dataclass(frozen=True, slots=True)
-class HookInput:
+class HookInput(NamedTuple):
     event: str
     session_id: str
     cwd: Path
@@ -170,12 +174,14 @@ def relevant(query: str, text: str) -> bool:
 
 
 def open_backend(cfg: HookConfig, scopes: tuple[str, ...] = (), *, boot_budget: int = 0,
-                 task: str = "coding-agent hook", verify: bool = False) -> Backend:
-    """The node when one answers, else the store file.
+                 task: str = "coding-agent hook", write: bool = False,
+                 vectors: bool = False) -> Backend:
+    """The node when one answers, else the store file: read-only and lean for reads
+    (``FastBackend``), ``Memory`` without an embedder for writes (``LocalBackend``).
 
-    The file's whole change log is verified (hash chain, signed head, witness) when a
-    session starts; the per-prompt hooks skip that O(records) walk and rely on the
-    checksum every decoded record is checked against (see docs/hooks.md, Latency).
+    No path walks the whole change log: a hook may not spend O(records). Reads verify each
+    record they show and the log tail against the witness; the full chain check runs
+    whenever ``Memory`` or the node opens the store (docs/hooks.md, Tamper evidence).
     """
     if cfg.node is not None and node_listening(*cfg.node, cfg.probe_timeout):
         from amcp.node.link import NodeUnavailable
@@ -185,7 +191,15 @@ def open_backend(cfg: HookConfig, scopes: tuple[str, ...] = (), *, boot_budget: 
                                        task=task, budget_tokens=boot_budget)
         except (NodeUnavailable, OSError):
             pass  # the node went away between probe and connect: fall back to the file
-    return LocalBackend.open(cfg.store, lock_timeout=cfg.lock_timeout, verify=verify)
+    if not write:
+        from amcp.store.fastread import StaleStore
+
+        try:
+            return FastBackend.open(cfg.store, lock_timeout=cfg.lock_timeout)
+        except StaleStore:
+            pass  # an older schema: Memory migrates it (a write, so it needs the lock)
+    return LocalBackend.open(cfg.store, lock_timeout=cfg.lock_timeout, verify=False,
+                             vectors=vectors)
 
 
 def _scopes(ledger: SessionLedger) -> tuple[str, ...]:
@@ -201,7 +215,7 @@ def session_start(inp: HookInput, cfg: HookConfig) -> dict[str, Any] | None:
     name = project_of(inp.cwd)
     scope = project_scope(name)
     backend = open_backend(cfg, (scope,) if scope else (), boot_budget=4000,
-                           task=f"session start in {name or inp.cwd.name}", verify=True)
+                           task=f"session start in {name or inp.cwd.name}")
     try:
         users = backend.user_scopes()
         project_lines = backend.pointers([scope], cfg.pointer_limit) if scope else []
@@ -215,7 +229,7 @@ def session_start(inp: HookInput, cfg: HookConfig) -> dict[str, Any] | None:
         if ln.knowledge_id not in seen:
             seen.add(ln.knowledge_id)
             lines.append(ln)
-    ledger = replace(ledger, project_scope=scope, user_scopes=users)
+    ledger = ledger._replace(project_scope=scope, user_scopes=users)
     ledgers.save(ledger.with_shown([ln.knowledge_id for ln in lines]))
     where = scope or "no git project"
     if not lines:
@@ -232,11 +246,11 @@ def prompt(inp: HookInput, cfg: HookConfig) -> dict[str, Any] | None:
     ledgers = cfg.ledgers
     ledger = ledgers.load(inp.session_id)
     if ledger.project_scope is None:
-        ledger = replace(ledger, project_scope=project_scope(project_of(inp.cwd)))
+        ledger = ledger._replace(project_scope=project_scope(project_of(inp.cwd)))
     scopes = _scopes(ledger)
-    backend = open_backend(cfg, scopes)
-    notes: list[str] = []
     inline = cfg.capture_prompts and cfg.capture_mode == "inline"
+    backend = open_backend(cfg, scopes, write=inline)
+    notes: list[str] = []
     try:
         hits = backend.recall(text, scopes, cfg.prompt_k * 3)
         fresh = [h for h in hits if h.knowledge_id not in ledger.shown
@@ -274,15 +288,27 @@ def spawn_capture(inp: HookInput, cfg: HookConfig) -> None:
     """Hand the prompt to a detached ``capture-prompt`` process and return at once."""
     data = json.dumps({"session_id": inp.session_id, "cwd": str(inp.cwd),
                        "prompt": inp.text("prompt")})
-    proc = subprocess.Popen(  # noqa: S603 - our own interpreter and module, no shell
-        [cfg.python, "-m", "amcp.agent.hooks", "capture-prompt"],
-        stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        start_new_session=True,  # survives the hook's exit; Claude Code does not wait for it
-    )
-    assert proc.stdin is not None
-    with proc.stdin:
-        proc.stdin.write(data.encode("utf-8"))
-    proc.returncode = 0  # detached on purpose: not ours to reap, so no "still running" warning
+    spawn_detached([cfg.python, "-m", "amcp.agent.hooks", "capture-prompt"],
+                   data.encode("utf-8"))
+
+
+def spawn_detached(argv: list[str], stdin: bytes) -> None:
+    """Start ``argv`` in its own session (it outlives the hook; Claude Code does not wait
+    for it), feed it ``stdin`` and return. ``os.posix_spawn`` rather than ``subprocess``,
+    whose import alone costs a hook ~15 ms; nobody reaps the child (it is re-parented)."""
+    import os
+
+    read_fd, write_fd = os.pipe()
+    try:
+        actions = [(os.POSIX_SPAWN_DUP2, read_fd, 0),
+                   (os.POSIX_SPAWN_OPEN, 1, os.devnull, os.O_WRONLY, 0),
+                   (os.POSIX_SPAWN_OPEN, 2, os.devnull, os.O_WRONLY, 0),
+                   (os.POSIX_SPAWN_CLOSE, write_fd)]
+        os.posix_spawn(argv[0], argv, os.environ, file_actions=actions, setsid=True)
+    finally:
+        os.close(read_fd)
+    with os.fdopen(write_fd, "wb") as pipe:
+        pipe.write(stdin)
 
 
 def capture_event(inp: HookInput, cfg: HookConfig) -> dict[str, Any] | None:
@@ -292,8 +318,8 @@ def capture_event(inp: HookInput, cfg: HookConfig) -> dict[str, Any] | None:
         return None
     ledger = cfg.ledgers.load(inp.session_id)
     if ledger.project_scope is None:
-        ledger = replace(ledger, project_scope=project_scope(project_of(inp.cwd)))
-    backend = open_backend(cfg, _scopes(ledger))
+        ledger = ledger._replace(project_scope=project_scope(project_of(inp.cwd)))
+    backend = open_backend(cfg, _scopes(ledger), write=True, vectors=True)
     try:
         capture_prompt(backend, text, inp.session_id, ledger)
     finally:
@@ -305,28 +331,83 @@ def post_tool(inp: HookInput, cfg: HookConfig) -> dict[str, Any] | None:
     commit = commit_of(inp.raw)
     if commit is None:
         return None
-    sha, branch, subject = commit
+    sha = commit[0]
     ledgers = cfg.ledgers
     ledger = ledgers.load(inp.session_id)
     if sha in ledger.commits:
         return None
     scope = ledger.project_scope or project_scope(project_of(inp.cwd)) or "*"
-    backend = open_backend(cfg, (scope,))
+    if cfg.write_mode == "background":
+        if not cfg.store.exists():
+            raise NoStore(f"no store at {cfg.store}; run `amcp init` first")
+        # Marked first, so a repeated payload is not written twice; the writer un-marks it
+        # if the write fails (see record_commit).
+        ledgers.save(ledger.with_commit(sha))
+        spawn_detached([cfg.python, "-m", "amcp.agent.hooks", "record-commit"],
+                       json.dumps({**inp.raw, "amcp_scope": scope}).encode("utf-8"))
+        return context_output(
+            "PostToolUse", f"[AMCP] commit {sha} recorded as a work boundary (written in the "
+            "background).")
+    kid = write_commit(cfg, inp.session_id, scope, commit)
+    ledgers.save(ledger.with_commit(sha))
+    return context_output(
+        "PostToolUse", f"[AMCP] commit {sha} recorded as a work boundary ({kid[:14]})."
+    )
+
+
+def write_commit(cfg: HookConfig, session: str, scope: str,
+                 commit: tuple[str, str, str], *, vectors: bool = False) -> str:
+    """Store one commit as a ``KT-CONTEXT`` work-boundary record; returns its id."""
+    sha, branch, subject = commit
+    backend = open_backend(cfg, (scope,), write=True, vectors=vectors)
     try:
-        kid = backend.remember(NewMemory(
+        return backend.remember(NewMemory(
             text=f"Commit {sha} on {branch}: {subject}",
             type="KT-CONTEXT", scope=scope, kind="work_boundary",
-            tags=("commit", "work-boundary"), session=inp.session_id,
+            tags=("commit", "work-boundary"), session=session,
             subject="Project.WorkBoundary.commit", predicate="EQUALS",
             object=f"{sha} {subject}", confidence=1.0,
             extensions={"x-commit": sha, "x-branch": branch},
         ))
     finally:
         backend.close()
-    ledgers.save(ledger.with_commit(sha))
-    return context_output(
-        "PostToolUse", f"[AMCP] commit {sha} recorded as a work boundary ({kid[:14]})."
-    )
+
+
+BACKGROUND_LOCK_TIMEOUT = 10.0  # s: nobody waits for the background writer, so it may queue
+
+
+def record_commit(inp: HookInput, cfg: HookConfig) -> dict[str, Any] | None:
+    """The background half of ``post-tool``: write the commit record ``post_tool`` accepted.
+
+    Signed, chained and witnessed like any write (``Memory``), embedded into a hashing
+    store, and patient with a busy store. On failure the ledger forgets the commit (so the
+    same payload can be recorded later) and the reason goes to ``<home>/hooks.log``.
+    """
+    commit = commit_of(inp.raw)
+    if commit is None:
+        return None
+    scope = inp.text("amcp_scope") or "*"
+    try:
+        write_commit(cfg._replace(lock_timeout=BACKGROUND_LOCK_TIMEOUT), inp.session_id,
+                     scope, commit, vectors=True)
+    except Exception as exc:
+        ledger = cfg.ledgers.load(inp.session_id)
+        cfg.ledgers.save(ledger._replace(commits=tuple(c for c in ledger.commits
+                                                       if c != commit[0])))
+        log_failure(cfg, f"commit {commit[0]} not recorded: {_why(exc)}")
+        raise
+    return None
+
+
+def log_failure(cfg: HookConfig, line: str) -> None:
+    """One line in ``<home>/hooks.log``: where a background hook's failure is kept."""
+    import time
+
+    try:
+        with open(cfg.home / "hooks.log", "a", encoding="utf-8") as fh:
+            fh.write(f"{time.strftime('%Y-%m-%dT%H:%M:%S')} {one_line(line, 500)}\n")
+    except OSError:
+        pass  # nowhere to report it: a hook never breaks the agent's work
 
 
 def commit_of(raw: Mapping[str, Any]) -> tuple[str, str, str] | None:
@@ -373,7 +454,7 @@ def stop(inp: HookInput, cfg: HookConfig) -> dict[str, Any] | None:
     decline = DECLINE.search(reply) if reply else None
     if learn is not None:
         scope = ledger.project_scope or project_scope(project_of(inp.cwd)) or "*"
-        backend = open_backend(cfg, (scope,))
+        backend = open_backend(cfg, (scope,), write=True)
         try:
             kid = backend.remember(NewMemory(
                 text=one_line(learn["text"], 500), type="KT-FACT", scope=scope,
@@ -382,17 +463,17 @@ def stop(inp: HookInput, cfg: HookConfig) -> dict[str, Any] | None:
             ))
         finally:
             backend.close()
-        ledgers.save(replace(ledger, stop_outcome="learned", stop_detail=kid))
+        ledgers.save(ledger._replace(stop_outcome="learned", stop_detail=kid))
         return {"systemMessage": f"[AMCP] stored the session's learning as {kid[:14]}."}
     if decline is not None:
-        ledgers.save(replace(ledger, stop_outcome="declined",
+        ledgers.save(ledger._replace(stop_outcome="declined",
                              stop_detail=one_line(decline["text"], 300)))
         return {}
     # stop_hook_active: Claude Code is already continuing because of a Stop hook; blocking
     # again could loop forever. And we ask once per session, never nag.
     if inp.raw.get("stop_hook_active") is True or ledger.stop_asked:
         return {}
-    ledgers.save(replace(ledger, stop_asked=True))
+    ledgers.save(ledger._replace(stop_asked=True))
     return {"decision": "block", "reason": STOP_REASON}
 
 
@@ -442,6 +523,7 @@ HANDLERS: dict[str, Callable[[HookInput, HookConfig], dict[str, Any] | None]] = 
     "post-tool": post_tool,
     "stop": stop,
     "capture-prompt": capture_event,  # internal: spawned by `prompt` in background mode
+    "record-commit": record_commit,  # internal: spawned by `post-tool` in background mode
 }
 
 

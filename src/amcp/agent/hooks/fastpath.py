@@ -2,13 +2,17 @@
 
 Hooks run on every prompt, so neither path may load an embedding model:
 
-* **node** — a short TCP probe of the node's port (tens of milliseconds at worst); when
-  something listens there, the AMCP client asks the node, which already holds the model.
-* **local** — no node: the store is opened in this process with lexical-only recall
-  (``Memory(path, embedder=None, check_embedder=False)``) and a short lock timeout, so a
-  store locked by another writer costs a fraction of a second, not five. A store indexed
-  with the hashing embedder keeps hybrid recall (hashing needs no model); writes to a
-  MiniLM store are lexical-only until the next ``amcp reindex``.
+* **node** — a short TCP probe of the node's port (well under a millisecond when nothing
+  listens); when something does, the AMCP client asks the node, which holds the model.
+* **file, reads** (session start, prompt) — ``FastBackend``: ``amcp.store.fastread`` opens
+  the file read-only with stdlib ``sqlite3`` and answers from narrow indexed queries
+  (pointer tier ordered and limited in SQL, FTS5 lexical recall); no ``Memory``, no record
+  classes, no numpy, no cryptography unless a sensitive record is shown.
+* **file, writes** (a commit, a learning, a prompt capture) — ``LocalBackend``: ``Memory``
+  without an embedder (so no numpy, no vector index load) and a short lock timeout; the
+  write is composed, signed, chained and witnessed like every other write. Records it writes
+  have no vector until ``amcp reindex`` (lexical recall finds them meanwhile); the background
+  prompt capture, which nobody waits for, still embeds into a hashing store.
 
 Nothing here imports torch, onnxruntime or fastapi; ``amcp.node`` is imported only when a
 node answers the probe.
@@ -16,11 +20,9 @@ node answers the probe.
 
 from __future__ import annotations
 
-import socket
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from amcp.errors import AmcpError
 
@@ -28,6 +30,7 @@ if TYPE_CHECKING:
     from amcp.amf.record import AMFRecord
     from amcp.memory import Memory
     from amcp.node.client import SyncClient
+    from amcp.store.fastread import FastReader, FastRecord
 
 NODE_PORT = 7707  # amcp.node.DEFAULT_PORT, repeated so the probe needs no amcp.node import
 POINTER_ID_CHARS = 14  # as amcp.cse.tiers: "K-" + 12 hex
@@ -40,8 +43,11 @@ class NoStore(AmcpError):
     """The store file does not exist yet (``amcp init`` has not run)."""
 
 
-@dataclass(frozen=True, slots=True)
-class MemoryLine:
+# Value types here are NamedTuples, not frozen dataclasses: ``import dataclasses`` loads
+# ``inspect`` and each class costs generated code, ~10-20 ms per hook process in all.
+
+
+class MemoryLine(NamedTuple):
     """One memory as a hook shows it."""
 
     knowledge_id: str
@@ -63,8 +69,7 @@ class MemoryLine:
         )
 
 
-@dataclass(frozen=True, slots=True)
-class NewMemory:
+class NewMemory(NamedTuple):
     """A write a hook makes (a work boundary, a learning, a capture)."""
 
     text: str
@@ -99,12 +104,27 @@ def one_line(text: str, limit: int) -> str:
 
 
 def node_listening(host: str, port: int, timeout: float) -> bool:
-    """A bare TCP connect: refused in well under a millisecond when no node runs."""
+    """A bare TCP connect: refused in well under a millisecond when no node runs.
+
+    ``_socket`` (the C module) rather than ``socket``: the wrapper's enum setup costs a hook
+    ~10 ms, and a probe needs none of it."""
+    import _socket
+
     try:
-        with socket.create_connection((host, port), timeout=timeout):
-            return True
+        infos = _socket.getaddrinfo(host, port, 0, _socket.SOCK_STREAM)
     except OSError:
         return False
+    for family, kind, proto, _name, addr in infos:
+        sock = _socket.socket(family, kind, proto)
+        try:
+            sock.settimeout(timeout)
+            sock.connect(addr)
+            return True
+        except OSError:
+            continue
+        finally:
+            sock.close()
+    return False
 
 
 # ---------------------------------------------------------------------------- local
@@ -117,10 +137,14 @@ class LocalBackend:
         self.memory = memory
 
     @classmethod
-    def open(cls, path: Path, *, lock_timeout: float = 0.25, verify: bool = True
-             ) -> LocalBackend:
-        """``verify=False`` skips the change-log walk on open (O(records): ~0.7 s at 10k);
-        every record read is still checked against its checksum when decoded."""
+    def open(cls, path: Path, *, lock_timeout: float = 0.25, verify: bool = True,
+             vectors: bool = False) -> LocalBackend:
+        """``Memory`` for a hook's writes (and for readers of a store ``FastBackend`` cannot
+        read). ``verify=False`` skips the change-log walk on open (O(records): ~0.7 s at
+        10k); every record read is still checked against its checksum when decoded.
+        ``vectors=True`` embeds what it writes into a hashing store (a pure function, but
+        numpy costs more to import than a hook may spend); otherwise writes are lexical-only
+        until ``amcp reindex``, as in a MiniLM store."""
         if not path.exists():
             raise NoStore(f"no store at {path}; run `amcp init` first")
         from amcp.keyring import Keyring
@@ -132,9 +156,7 @@ class LocalBackend:
                             verify_on_open=verify)
         try:
             recorded = store.get_meta("embedding_model") or ""
-            # The hashing embedder is a pure function (no model to load), so a hashing store
-            # still gets vectors for what a hook writes.
-            hashing = recorded.startswith("hashing-")
+            hashing = vectors and recorded.startswith("hashing-")
             memory = Memory(
                 path,
                 embedder="hashing" if hashing else None,
@@ -235,6 +257,54 @@ def line_of(record: AMFRecord, weight: float) -> MemoryLine:
         text=record.text,
         kind=record.kind,
     )
+
+
+class FastBackend:
+    """Read-only hooks without a node: ``amcp.store.fastread`` over the file (see there for
+    what each read verifies and what it skips)."""
+
+    name = "fast"
+
+    def __init__(self, reader: FastReader) -> None:
+        self.reader = reader
+
+    @classmethod
+    def open(cls, path: Path, *, lock_timeout: float = 0.25) -> FastBackend:
+        """Raises ``NoStore`` when there is no file, ``StaleStore`` when it needs a
+        migration (the caller then uses ``LocalBackend``, which migrates)."""
+        from amcp.store.fastread import FastReader
+
+        if not path.exists():
+            raise NoStore(f"no store at {path}; run `amcp init` first")
+        return cls(FastReader(path, timeout_s=lock_timeout))
+
+    def pointers(self, scopes: Sequence[str], limit: int,
+                 kinds: Sequence[str] | None = None) -> list[MemoryLine]:
+        # Sensitive records stay out of the pointer tier (the SQL leaves them out).
+        return [_fast_line(r) for r in self.reader.ranked(scopes, limit, kinds=kinds)]
+
+    def recall(self, query: str, scopes: Sequence[str], k: int) -> list[MemoryLine]:
+        if not query.strip():
+            return []
+        return [_fast_line(r) for r in self.reader.search(query, scopes, k)]
+
+    def user_scopes(self) -> tuple[str, ...]:
+        return self.reader.scopes_with_prefix("user:")
+
+    def remember(self, item: NewMemory) -> str:
+        raise AmcpError("the read-only fast path does not write")
+
+    def has_text(self, text: str, scopes: Sequence[str]) -> bool:
+        want = _norm(text)
+        return bool(want) and any(_norm(line.text) == want
+                                  for line in self.recall(text, scopes, 5))
+
+    def close(self) -> None:
+        self.reader.close()
+
+
+def _fast_line(rec: FastRecord) -> MemoryLine:
+    return MemoryLine(rec.knowledge_id, rec.type, rec.scope, rec.weight, rec.text, rec.kind)
 
 
 # ---------------------------------------------------------------------------- node
@@ -342,6 +412,7 @@ def _amf_line(amf: Mapping[str, Any]) -> MemoryLine | None:
 __all__ = [
     "NODE_PORT",
     "Backend",
+    "FastBackend",
     "LocalBackend",
     "MemoryLine",
     "NewMemory",

@@ -9,15 +9,12 @@ an unreadable file is treated as an empty ledger rather than breaking the agent.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
-import tempfile
 import time
-from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 StopOutcome = Literal["learned", "declined"]
 
@@ -30,11 +27,16 @@ def ledger_name(session_id: str) -> str:
     """A file name for ``session_id``: as-is when it is safe, else a hash (no path tricks)."""
     if _SAFE_ID.match(session_id) and session_id not in {".", ".."}:
         return session_id
+    import hashlib  # only for unusual ids: most hooks never load it
+
     return "h-" + hashlib.sha256(session_id.encode("utf-8", "replace")).hexdigest()[:32]
 
 
-@dataclass(frozen=True, slots=True)
-class SessionLedger:
+class SessionLedger(NamedTuple):
+    """Immutable; ``_replace`` makes the next version. A NamedTuple rather than a frozen
+    dataclass: ``import dataclasses`` (it loads ``inspect``) costs a hook process ~10-20 ms,
+    paid on every prompt."""
+
     session_id: str
     project_scope: str | None = None
     user_scopes: tuple[str, ...] = ()
@@ -43,14 +45,14 @@ class SessionLedger:
     stop_asked: bool = False
     stop_outcome: StopOutcome | None = None
     stop_detail: str | None = None  # the decline reason or the learning's knowledge id
-    updated_at: float = field(default=0.0, compare=False)
+    updated_at: float = 0.0
 
     def with_shown(self, ids: list[str]) -> SessionLedger:
         fresh = [i for i in ids if i not in self.shown]
-        return replace(self, shown=(*self.shown, *fresh)[-MAX_SHOWN:]) if fresh else self
+        return self._replace(shown=(*self.shown, *fresh)[-MAX_SHOWN:]) if fresh else self
 
     def with_commit(self, sha: str) -> SessionLedger:
-        return replace(self, commits=(*self.commits, sha)[-MAX_COMMITS:])
+        return self._replace(commits=(*self.commits, sha)[-MAX_COMMITS:])
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -106,14 +108,17 @@ class LedgerStore:
     def save(self, ledger: SessionLedger) -> None:
         self.directory.mkdir(parents=True, exist_ok=True)
         target = self.path_for(ledger.session_id)
-        data = json.dumps(replace(ledger, updated_at=time.time()).to_dict(), ensure_ascii=False)
-        fd, tmp = tempfile.mkstemp(prefix=".ledger-", suffix=".tmp", dir=self.directory)
+        data = json.dumps(ledger._replace(updated_at=time.time()).to_dict(), ensure_ascii=False)
+        # A temp name unique to this process and moment, created exclusively (what
+        # tempfile.mkstemp does, without importing tempfile: ~10 ms a hook process).
+        tmp = self.directory / f".ledger-{os.getpid()}-{time.monotonic_ns()}.tmp"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as fh:
                 fh.write(data)
             os.replace(tmp, target)
         except BaseException:
-            Path(tmp).unlink(missing_ok=True)
+            tmp.unlink(missing_ok=True)
             raise
 
 

@@ -1,0 +1,322 @@
+"""A lean, read-only view of the SQLite store for short-lived readers (coding-agent hooks).
+
+A hook is a new process per event, so every import and every O(records) step is paid on
+every prompt. ``Memory`` + ``SQLiteStore`` cost more to import than a hook may spend in
+total, so the hooks read the file here instead, with stdlib ``sqlite3`` and ``msgpack``:
+
+* the file is opened read-only (``mode=ro``): a read never takes the write lock, never
+  migrates, never creates anything;
+* every query is narrow and indexed: the pointer tier is ordered and limited in SQL, the
+  user scopes come from a loose index scan, prompt relevance is FTS5 BM25 over the pruned
+  query terms — the same lexical ranking, fusion and rerank as ``HybridSearcher`` with no
+  embedder (a test holds the two to the same answers);
+* no O(records) work: no ``quick_check``, no walk of the change log.
+
+What a reader here still checks, per record it hands out (as ``SQLiteStore`` reads do): the
+body decodes, its knowledge id and checksum match the row and are recomputed from the
+content, and the record has a ``put`` entry in the change log with that checksum. Once per
+open it checks the change-log tail against the witness kept outside the file (a store rolled
+back to an older copy, or replaced, is refused). What it skips: re-hashing the whole chain
+and the Ed25519 signature on its head — the full check every ``Memory``/node open runs.
+docs/hooks.md ("Tamper evidence") says why that is an acceptable trade for a hook.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, NamedTuple
+from urllib.parse import quote
+
+import msgpack
+
+from amcp.amf.canonical import canonical_packb
+from amcp.errors import IntegrityError, StoreError
+from amcp.store.schema import SCHEMA_VERSION
+
+# The defaults of amcp.retrieval.search.SearchTuning (tests/store/test_fastread.py keeps
+# them equal): repeated so this module need not import the record classes search.py needs.
+CANDIDATES = 50
+RRF_K = 20
+LEXICAL_WEIGHT = 1.25
+MAX_TERM_SHARE = 0.2
+CONTEXT_WEIGHT = 0.5
+_DAY = 86_400.0
+
+
+class StaleStore(StoreError):
+    """The file's schema is not the one this amcp writes: open it with ``Memory`` (which
+    migrates it) instead of reading it here."""
+
+
+class FastRecord(NamedTuple):
+    """What a hook shows of a record. A NamedTuple: ``import dataclasses`` alone costs a
+    short-lived reader more than its queries do."""
+
+    knowledge_id: str
+    type: str
+    scope: str
+    weight: float
+    text: str
+    kind: str | None
+    sensitive: bool
+
+
+def _marks(n: int) -> str:
+    return ",".join("?" * n)
+
+
+class FastReader:
+    """Read-only queries over one store file. Not thread-safe; one per hook process."""
+
+    def __init__(self, path: str | Path, *, timeout_s: float = 0.25,
+                 key_dir: Path | None = None) -> None:
+        self.path = Path(path)
+        self.key_dir = key_dir if key_dir is not None else self.path.parent / "keys"
+        if not self.path.exists():
+            raise StoreError(f"no store at {self.path}")
+        uri = f"file:{quote(str(self.path.resolve()))}?mode=ro"
+        try:
+            self._db = sqlite3.connect(uri, uri=True, timeout=timeout_s,
+                                       isolation_level=None, check_same_thread=False)
+            version = self._db.execute("PRAGMA user_version").fetchone()[0]
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(f"{self.path} is not a readable amcp store: {exc}") from exc
+        if version != SCHEMA_VERSION:
+            self._db.close()
+            raise StaleStore(f"{self.path} has schema v{version}, not v{SCHEMA_VERSION}")
+        try:
+            self.store_id = self.meta("store_id") or ""
+            self._check_witness()
+        except BaseException:
+            self._db.close()
+            raise
+        self._data_key: Any = None
+
+    def close(self) -> None:
+        self._db.close()
+
+    def __enter__(self) -> FastReader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _q(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
+        try:
+            return self._db.execute(sql, params).fetchall()
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(f"reading {self.path} failed: {exc}") from exc
+
+    def meta(self, key: str) -> str | None:
+        rows = self._q("SELECT value FROM store_meta WHERE key=?", (key,))
+        return str(rows[0][0]) if rows else None
+
+    # ------------------------------------------------------------------ integrity
+
+    def _check_witness(self) -> None:
+        """The log tail against the witness outside the file: O(1), not a chain walk."""
+        if not self.store_id:
+            return
+        path = self.key_dir / "witness" / f"{self.store_id}.head"
+        try:
+            text = path.read_text(encoding="ascii")
+        except FileNotFoundError:
+            return
+        except OSError as exc:
+            raise IntegrityError(f"witness file {path} is unreadable: {exc}") from exc
+        try:
+            seq_text, head = text.split()
+            seq = int(seq_text)
+        except ValueError as exc:
+            raise IntegrityError(f"witness file {path} is malformed") from exc
+        last = self._q("SELECT MAX(seq) FROM changes")[0][0] or 0
+        if seq > last:
+            raise IntegrityError(f"{self.path} was rolled back: the witness has seen change "
+                                 f"{seq}, the log ends at {last}")
+        row = self._q("SELECT hash FROM changes WHERE seq=?", (seq,))
+        if seq and (not row or row[0][0] != head):
+            raise IntegrityError(f"{self.path}: the change log differs from the witnessed "
+                                 "history")
+
+    def _decode(self, kid: str, body: bytes, checksum: str, sensitive: bool) -> dict[str, Any]:
+        """Body bytes → the record as a dict, refused unless it matches its id, checksum and
+        change-log entry (recomputed from content; see the module docstring)."""
+        raw = self._open_sealed(body, kid) if sensitive else body
+        try:
+            rec = msgpack.unpackb(raw, raw=False)
+            core, meta = rec["core"], rec["meta"]
+            claimed = rec["integrity"]["checksum"]
+            ident = {"core": core, "created_at": meta["created_at"],
+                     "created_by": meta["created_by"]}
+            real_id = "K-" + hashlib.sha256(canonical_packb(ident)).hexdigest()
+            real_sum = "sha256:" + hashlib.sha256(
+                canonical_packb({"core": core, "meta": meta})).hexdigest()
+        except (ValueError, KeyError, TypeError, msgpack.UnpackException) as exc:
+            raise IntegrityError(f"stored record {kid} is unreadable: {exc}") from exc
+        if rec.get("knowledge_id") != kid or claimed != checksum:
+            raise IntegrityError(f"stored record {kid} does not match its row")
+        if real_id != kid or real_sum != checksum:
+            raise IntegrityError(f"stored record {kid} does not match its content")
+        logged = self._q("SELECT details FROM changes WHERE knowledge_id=? AND op='put'",
+                         (kid,))
+        if not any(_logged_sum(d) == checksum for (d,) in logged):
+            raise IntegrityError(f"stored record {kid} has no matching change-log entry")
+        return dict(rec)
+
+    def _open_sealed(self, body: bytes, kid: str) -> bytes:
+        """Decrypt a sensitive body (AES-GCM): imported only when one is actually shown."""
+        if self._data_key is None:
+            from amcp.keyring import Keyring
+
+            self._data_key = Keyring(self.key_dir)
+        opened: bytes = self._data_key.open(body, kid.encode())
+        return opened
+
+    def _record(self, row: Sequence[Any]) -> FastRecord:
+        kid, weight, body, checksum, sensitive = row
+        rec = self._decode(kid, body, checksum, bool(sensitive))
+        ext = rec.get("vendor_extensions") or {}
+        kind = ext.get("x-kind")
+        return FastRecord(
+            kid, str(rec["type"]), str((rec["meta"].get("project_scope") or ["*"])[0]),
+            float(weight), _redacted_text(rec) if sensitive else _text(rec),
+            kind if isinstance(kind, str) else None, bool(sensitive),
+        )
+
+    def _records(self, kids: Sequence[str], weights: dict[str, float] | None = None
+                 ) -> list[FastRecord]:
+        """Bodies of ``kids`` in that order (only those still stored with content)."""
+        if not kids:
+            return []
+        rows = self._q(
+            "SELECT knowledge_id, weight, body, checksum, sensitive FROM records "
+            f"WHERE knowledge_id IN ({_marks(len(kids))}) AND body IS NOT NULL", list(kids))
+        by_id = {r[0]: r for r in rows}
+        return [self._record(by_id[k]) for k in kids if k in by_id]
+
+    # ------------------------------------------------------------------ queries
+
+    def scopes_with_prefix(self, prefix: str) -> tuple[str, ...]:
+        """Distinct scopes starting with ``prefix``, by a loose index scan over the
+        (scope, rid) primary key: one seek per distinct scope, not a row per record."""
+        found: list[str] = []
+        upper = prefix[:-1] + chr(ord(prefix[-1]) + 1)
+        last = prefix
+        while True:
+            rows = self._q("SELECT scope FROM record_scopes WHERE scope >= ? AND scope < ? "
+                           "ORDER BY scope LIMIT 1", (last, upper))
+            if not rows:
+                return tuple(found)
+            scope = rows[0][0]
+            if scope.startswith(prefix):
+                found.append(scope)
+            last = scope + "\x00"
+
+    def ranked(self, scopes: Sequence[str], limit: int, *, kinds: Sequence[str] | None = None,
+               now: float | None = None) -> list[FastRecord]:
+        """Active, unexpired, non-sensitive records in ``scopes`` (plus global ``*``), by
+        learned weight then recency — the pointer tier. Ordered and limited in SQL; the
+        bodies of the winners only are read and verified."""
+        if not scopes or limit <= 0:
+            return []
+        wanted = (*scopes, "*")
+        params: list[Any] = [*wanted]
+        kind_sql = ""
+        if kinds:
+            kind_sql = f" AND r.kind IN ({_marks(len(kinds))})"
+            params.extend(kinds)
+        params.extend([time.time() if now is None else now, limit])
+        rows = self._q(
+            # INDEXED BY: walk the pointer-tier index (schema migration 5) in order and stop
+            # at the limit, whatever the planner guesses about the scope subquery.
+            "SELECT r.knowledge_id FROM records r INDEXED BY records_ranked"
+            " WHERE r.lifecycle='active' AND r.sensitive=0"
+            " AND r.rowid IN (SELECT s.rid FROM record_scopes s"
+            f" WHERE s.scope IN ({_marks(len(wanted))})){kind_sql}"
+            " AND (r.expires_at IS NULL OR r.expires_at > ?)"
+            " ORDER BY r.weight DESC, r.created_at DESC, r.knowledge_id LIMIT ?", params)
+        return self._records([r[0] for r in rows])
+
+    def term_doc_freq(self, terms: Sequence[str]) -> tuple[dict[str, int], int]:
+        if not terms:
+            return {}, 0
+        rows = self._q(f"SELECT term, doc FROM records_fts_vocab WHERE term IN "
+                       f"({_marks(len(terms))})", list(terms))
+        total = self._q("SELECT MAX(rowid) FROM records_fts")[0][0]
+        return {t: int(d) for t, d in rows}, int(total or 0)
+
+    def search(self, query: str, scopes: Sequence[str], k: int, *,
+               now: float | None = None) -> list[FastRecord]:
+        """Lexical recall of active records in ``scopes`` (plus ``*``; all when empty):
+        ``Memory.recall(query, k=k, scope=scopes)`` without an embedder, read-only."""
+        from amcp.amf.timefmt import parse_ts
+        from amcp.amf.types import KnowledgeType
+        from amcp.retrieval.fusion import rerank_score, rrf
+        from amcp.retrieval.lexical import build_match, prune_terms, query_terms
+
+        now = time.time() if now is None else now
+        terms = query_terms(query)
+        doc_freq, total = self.term_doc_freq(terms)
+        kept = prune_terms(terms, doc_freq, total, max_share=MAX_TERM_SHARE)
+        if not kept:
+            return []
+        scope_sql, params = "", [CONTEXT_WEIGHT, build_match(kept)]
+        if scopes:
+            wanted = (*scopes, "*")
+            scope_sql = (" AND r.rowid IN (SELECT s.rid FROM record_scopes s"
+                         f" WHERE s.scope IN ({_marks(len(wanted))}))")
+            params.extend(wanted)
+        params.extend([now, max(CANDIDATES, k)])
+        rows = self._q(
+            "SELECT r.knowledge_id, r.type, r.weight, r.created_at,"
+            " bm25(records_fts, 1.0, ?) AS score FROM records_fts"
+            " JOIN records r ON r.rowid = records_fts.rowid"
+            f" WHERE records_fts MATCH ? AND r.lifecycle='active'{scope_sql}"
+            " AND (r.expires_at IS NULL OR r.expires_at > ?) ORDER BY score LIMIT ?", params)
+        state = {kid: (ktype, weight, created) for kid, ktype, weight, created, _s in rows}
+        fused = rrf([r[0] for r in rows], [], lexical_weight=LEXICAL_WEIGHT, k=RRF_K)
+        scored: list[tuple[float, str]] = []
+        for cand in fused:
+            ktype, weight, created = state[cand.knowledge_id]
+            if created is None:
+                continue
+            age = (now - parse_ts(created).timestamp()) / _DAY
+            score = rerank_score(cand.fused, age_days=age, ktype=KnowledgeType(ktype),
+                                 weight=weight)
+            scored.append((score, cand.knowledge_id))
+        scored.sort(key=lambda sc: (-sc[0], sc[1]))
+        return self._records([kid for _s, kid in scored[:k]])
+
+
+def _logged_sum(details: bytes) -> object:
+    try:
+        value = msgpack.unpackb(details, raw=False)
+    except (ValueError, msgpack.UnpackException):
+        return None
+    return value.get("checksum") if isinstance(value, dict) else None
+
+
+def _text(rec: dict[str, Any]) -> str:
+    """``AMFRecord.text``: the annotation if any, else the triple."""
+    ann = rec.get("annotation") or {}
+    text = ann.get("natural_language")
+    if isinstance(text, str) and text:
+        return text
+    core = rec["core"]
+    return f"{core.get('subject')} {core.get('predicate')} {core.get('object')}"
+
+
+def _redacted_text(rec: dict[str, Any]) -> str:
+    """``amcp.amf.redact.redact(record).text`` for a sensitive record."""
+    from amcp.amf.redact import REDACTED
+
+    hint = (rec.get("vendor_extensions") or {}).get("x-redacted-display")
+    shown = hint if isinstance(hint, str) and hint else REDACTED
+    return f"{rec['core'].get('subject')}: {shown}"
+
+
+__all__ = ["FastReader", "FastRecord", "StaleStore"]
