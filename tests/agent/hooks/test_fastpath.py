@@ -186,3 +186,107 @@ def test_entry_captures_the_prompt_in_the_background(tmp_path: Path) -> None:
             found = [r.text for r in mem.recall("pytest", k=3).records if "pytest" in r.text]
         time.sleep(0.2)
     assert found
+
+
+def _wait_for_commit(home: Path, sha: str) -> list[str]:
+    import time
+
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        with Memory(home / "memory.db", embedder="hashing") as mem:
+            found = [r.text for r in mem.recall(sha, k=5, kinds=["work_boundary"]).records
+                     if sha in r.text]
+        if found:
+            return found
+        time.sleep(0.2)
+    return []
+
+
+def test_entry_writes_the_commit_record_in_the_background(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    seed(home)
+    proj = git_project(tmp_path)
+    data = payload("PostToolUse", proj, tool_name="Bash",
+                   tool_input={"command": "git commit -m y"},
+                   tool_response={"stdout": COMMIT_LINE_STDOUT})
+    res = run_entry("post-tool", data, hook_env(home))
+    assert res.returncode == 0, res.stderr
+    assert "9f8e7d6 recorded as a work boundary" in context_of(json.loads(res.stdout))
+    found = _wait_for_commit(home, "9f8e7d6")
+    assert found == ["Commit 9f8e7d6 on main: fix: lexical fallback"]
+    with Memory(home / "memory.db", embedder="hashing") as mem:
+        assert mem.store.verify().ok  # chained and signed like any write
+        rec = mem.recall("9f8e7d6", k=1, kinds=["work_boundary"]).records[0]
+        assert rec.integrity.signature is not None
+        assert mem.stats().vectors == 5  # the background writer embeds (hashing store)
+    again = run_entry("post-tool", data, hook_env(home))  # the ledger has it: once only
+    assert again.returncode == 0 and again.stdout == ""
+
+
+def test_background_commit_failure_is_logged_and_forgotten(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    proj = git_project(tmp_path)
+    cfg = config(home)
+    from amcp.agent.hooks.ledger import LedgerStore
+
+    LedgerStore(home / "ledger").save(
+        LedgerStore(home / "ledger").load("s-1").with_commit("9f8e7d6"))
+    data = payload("PostToolUse", proj, tool_name="Bash", amcp_scope="project:proj",
+                   tool_input={"command": "git commit -m y"},
+                   tool_response={"stdout": COMMIT_LINE_STDOUT})
+    out = call("record-commit", data, cfg)  # no store: the write fails
+    assert out is not None and "no store" in out["systemMessage"]
+    assert "9f8e7d6" not in LedgerStore(home / "ledger").load("s-1").commits
+    assert "commit 9f8e7d6 not recorded" in (home / "hooks.log").read_text(encoding="utf-8")
+
+
+def test_background_post_tool_without_store_is_a_notice(tmp_path: Path) -> None:
+    proj = git_project(tmp_path)
+    cfg = config(tmp_path / "absent", write_mode="background")
+    out = call("post-tool", payload("PostToolUse", proj, tool_name="Bash",
+                                    tool_input={"command": "git commit -m y"},
+                                    tool_response={"stdout": COMMIT_LINE_STDOUT}), cfg)
+    assert out is not None and "no store" in out["systemMessage"]
+
+
+@pytest.mark.parametrize("event", ["session-start", "prompt"])
+def test_read_hooks_load_neither_memory_nor_numpy_nor_cryptography(tmp_path: Path,
+                                                                   event: str) -> None:
+    home = tmp_path / "home"
+    seed(home)
+    proj = git_project(tmp_path)
+    probe = (
+        "import sys, json\n"
+        f"sys.argv = ['amcp', 'hook', {event!r}]\n"
+        "from amcp.cli.entry import main\n"
+        "try:\n    main()\n"
+        "except SystemExit:\n    pass\n"
+        "heavy = [m for m in ('typer', 'rich', 'numpy', 'cryptography', 'amcp.memory',"
+        " 'amcp.amf.record', 'amcp.node', 'subprocess') if m in sys.modules]\n"
+        "sys.stderr.write('HEAVY=' + json.dumps(heavy))\n"
+    )
+    import subprocess
+    import sys
+
+    res = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=120,
+        input=json.dumps(payload("UserPromptSubmit", proj, prompt="postgresql port tests")),
+        env=hook_env(home, AMCP_HOOK_CAPTURE="0"), check=False,
+    )
+    assert res.returncode == 0, res.stderr
+    assert "HEAVY=[]" in res.stderr
+    assert "K-" in res.stdout
+
+
+def test_console_entry_leaves_other_commands_to_typer(monkeypatch: pytest.MonkeyPatch,
+                                                      capsys: pytest.CaptureFixture[str]
+                                                      ) -> None:
+    import sys
+
+    from amcp.cli import entry
+
+    monkeypatch.setattr(sys, "argv", ["amcp", "hook", "--help"])
+    with pytest.raises(SystemExit) as exc:
+        entry.main()
+    assert exc.value.code == 0
+    assert "session-start" in capsys.readouterr().out

@@ -1,0 +1,160 @@
+"""The hooks' read-only store view: same answers as Memory, refuses what Memory refuses."""
+
+from __future__ import annotations
+
+import shutil
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from amcp.errors import IntegrityError, StoreError
+from amcp.memory import Memory
+from amcp.retrieval.search import SearchTuning
+from amcp.store import fastread
+from amcp.store.base import RecordFilter
+from amcp.store.fastread import FastReader, StaleStore
+
+WORDS = ["parser", "lexer", "planner", "deploy", "migration", "cache", "index", "vector",
+         "socket", "frame", "session", "ledger", "commit", "branch", "release", "docker"]
+QUERIES = [
+    "why does the planner depend on the cache when the index changes?",
+    "docker release branch",
+    "socket frame",
+    "migration",
+    "nothing matches zzzz",
+]
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    home = tmp_path_factory.mktemp("fastread")
+    with Memory(home / "memory.db", embedder="hashing") as mem:
+        items = []
+        for i in range(300):
+            a, b, c = WORDS[i % 16], WORDS[(i * 7) % 16], WORDS[(i * 5) % 16]
+            scope = "project:p" if i % 3 else ("user:alice" if i % 2 else "project:q")
+            items.append({"text": f"Note {i}: the {a} needs the {b} when {c} moves",
+                          "scope": scope, "kind": "preference" if i % 4 == 0 else "fact"})
+        outs = mem.remember_many(items)
+        mem.remember("User's deploy token for the planner: tok-123", scope="project:p",
+                     kind="credential", sensitive=True)
+        mem.remember("Bob likes planner docs", scope="user:bob", kind="preference")
+        mem.store.set_weight(outs[7].knowledge_id, 0.9)
+        mem.invalidate(outs[10].knowledge_id, "wrong")
+    return home / "memory.db"
+
+
+def test_tuning_constants_are_search_defaults() -> None:
+    t = SearchTuning()
+    assert (
+        t.candidates, t.rrf_k, t.lexical_weight, t.max_term_share, t.context_weight) == (fastread.CANDIDATES, fastread.RRF_K, fastread.LEXICAL_WEIGHT,
+            fastread.MAX_TERM_SHARE, fastread.CONTEXT_WEIGHT)
+
+
+@pytest.mark.parametrize("query", QUERIES)
+@pytest.mark.parametrize("scopes", [("project:p", "user:alice"), ("project:q",), ()])
+def test_search_matches_memory_recall_without_embedder(store: Path, query: str,
+                                                       scopes: tuple[str, ...]) -> None:
+    with Memory(store, embedder=None, check_embedder=False) as mem:
+        want = [(h.knowledge_id, h.item.record.text if h.item.record else "")
+                for h in mem.recall(query, k=15, scope=list(scopes) or None,
+                                    touch=False).hits]
+    with FastReader(store) as reader:
+        got = [(r.knowledge_id, r.text) for r in reader.search(query, scopes, 15)]
+    assert got == want
+
+
+def test_sensitive_hit_is_redacted(store: Path) -> None:
+    with FastReader(store) as reader:
+        hits = [r for r in reader.search("credential", ("project:p",), 15)
+                if r.sensitive]
+    assert hits and "tok-123" not in hits[0].text and "[redacted]" in hits[0].text
+
+
+@pytest.mark.parametrize(("scopes", "kinds"), [(("project:p",), None),
+                                               (("user:alice", "user:bob"), ("preference",))])
+def test_ranked_is_the_stores_ranked_order(store: Path, scopes: tuple[str, ...],
+                                           kinds: tuple[str, ...] | None) -> None:
+    with Memory(store, embedder=None, check_embedder=False) as mem:
+        rows = mem.store.states(RecordFilter(scopes=scopes, kinds=kinds), limit=500,
+                                ranked=True)
+        want = [r.knowledge_id for r in rows if not r.state.sensitive][:40]
+    with FastReader(store) as reader:
+        got = reader.ranked(scopes, 40, kinds=kinds)
+    assert [r.knowledge_id for r in got] == want
+    assert all(not r.sensitive for r in got)
+
+
+def test_user_scopes_by_loose_index_scan(store: Path) -> None:
+    with FastReader(store) as reader:
+        assert reader.scopes_with_prefix("user:") == ("user:alice", "user:bob")
+        assert reader.scopes_with_prefix("nobody:") == ()
+
+
+def _copy(store: Path, tmp_path: Path) -> Path:
+    shutil.copytree(store.parent, tmp_path / "home")
+    return tmp_path / "home" / "memory.db"
+
+
+def test_reading_never_writes_the_file(store: Path, tmp_path: Path) -> None:
+    db = _copy(store, tmp_path)
+    before = db.read_bytes()
+    with FastReader(db) as reader:
+        reader.ranked(("project:p",), 40)
+        reader.search("planner cache", ("project:p",), 5)
+        with pytest.raises(StoreError):
+            reader._q("DELETE FROM records")
+    assert db.read_bytes() == before
+
+
+def test_edited_body_is_refused(store: Path, tmp_path: Path) -> None:
+    db = _copy(store, tmp_path)
+    with FastReader(db) as reader:
+        kid = reader.ranked(("project:p",), 1)[0].knowledge_id
+    raw = sqlite3.connect(db)
+    body = raw.execute("SELECT body FROM records WHERE knowledge_id=?", (kid,)).fetchone()[0]
+    raw.execute("UPDATE records SET body=? WHERE knowledge_id=?",
+                (body.replace(b"Note", b"Nope"), kid))
+    raw.commit()
+    raw.close()
+    with FastReader(db) as reader, pytest.raises(IntegrityError, match="does not match"):
+        reader.ranked(("project:p",), 40)
+
+
+def test_row_without_change_log_entry_is_refused(store: Path, tmp_path: Path) -> None:
+    db = _copy(store, tmp_path)
+    with FastReader(db) as reader:
+        kid = reader.ranked(("project:p",), 1)[0].knowledge_id
+    raw = sqlite3.connect(db)
+    raw.execute("DELETE FROM changes WHERE knowledge_id=?", (kid,))
+    raw.commit()
+    raw.close()
+    with pytest.raises(IntegrityError), FastReader(db) as reader:
+        reader.ranked(("project:p",), 40)
+
+
+def test_rollback_against_the_witness_is_refused(store: Path, tmp_path: Path) -> None:
+    db = _copy(store, tmp_path)
+    raw = sqlite3.connect(db)
+    raw.execute("DELETE FROM changes WHERE seq = (SELECT MAX(seq) FROM changes)")
+    raw.commit()
+    raw.close()
+    with pytest.raises(IntegrityError, match="rolled back"):
+        FastReader(db)
+
+
+def test_stale_schema_and_garbage(store: Path, tmp_path: Path) -> None:
+    db = _copy(store, tmp_path)
+    raw = sqlite3.connect(db)
+    raw.execute("PRAGMA user_version=4")
+    raw.commit()
+    raw.close()
+    with pytest.raises(StaleStore):
+        FastReader(db)
+    junk = tmp_path / "junk.db"
+    junk.write_bytes(b"not sqlite at all" * 100)
+    with pytest.raises(StoreError, match="not a readable amcp store"):
+        FastReader(junk)
+    with pytest.raises(StoreError, match="no store"):
+        FastReader(tmp_path / "absent.db")
