@@ -249,6 +249,49 @@ class FastReader:
         total = self._q("SELECT MAX(rowid) FROM records_fts")[0][0]
         return {t: int(d) for t, d in rows}, int(total or 0)
 
+    def _lexical_candidates(self, match: str, scopes: Sequence[str], now: float, pool: int
+                            ) -> list[tuple[str, str, float, str | None]]:
+        """The ``pool`` best BM25 matches that pass the filters: (id, type, weight, created).
+
+        ``SQLiteStore.search_lexical`` joins every match to its row before sorting; at 10k
+        records a common term matches thousands, and each join reads a row that carries its
+        body. Here FTS5 ranks the matches alone, and rows are read in rank order, a batch
+        at a time, only until ``pool`` pass. Same answer: both orders are by score with ties
+        in rowid order (SQLite's sorter is stable and FTS5 yields rowids ascending)."""
+        scope_sql, scope_params = "", []
+        if scopes:
+            wanted = (*scopes, "*")
+            # EXISTS probes the (scope, rid) key per row; an IN (subquery) would list the
+            # whole scope again for every batch.
+            scope_sql = (" AND EXISTS (SELECT 1 FROM record_scopes s WHERE s.rid = r.rowid"
+                         f" AND s.scope IN ({_marks(len(wanted))}))")
+            scope_params = list(wanted)
+        out: list[tuple[str, str, float, str | None]] = []
+        offset, page = 0, 2 * pool  # most matches pass the filters: one page usually does
+        while True:
+            # A LIMIT lets SQLite keep a top-N heap instead of sorting every match.
+            ids = [r[0] for r in self._q(
+                "SELECT rowid FROM records_fts WHERE records_fts MATCH ?"
+                " ORDER BY bm25(records_fts, 1.0, ?), rowid LIMIT ? OFFSET ?",
+                (match, CONTEXT_WEIGHT, page, offset))]
+            if not ids:
+                return out
+            rows = self._q(
+                "SELECT r.rowid, r.knowledge_id, r.type, r.weight, r.created_at FROM records r"
+                f" WHERE r.rowid IN ({_marks(len(ids))}) AND r.lifecycle='active'{scope_sql}"
+                " AND (r.expires_at IS NULL OR r.expires_at > ?)",
+                [*ids, *scope_params, now])
+            passed = {rid: (kid, ktype, weight, created)
+                      for rid, kid, ktype, weight, created in rows}
+            for rid in ids:
+                if rid in passed:
+                    out.append(passed[rid])
+                    if len(out) == pool:
+                        return out
+            if len(ids) < page:
+                return out
+            offset, page = offset + page, page * 4
+
     def search(self, query: str, scopes: Sequence[str], k: int, *,
                now: float | None = None) -> list[FastRecord]:
         """Lexical recall of active records in ``scopes`` (plus ``*``; all when empty):
@@ -264,20 +307,8 @@ class FastReader:
         kept = prune_terms(terms, doc_freq, total, max_share=MAX_TERM_SHARE)
         if not kept:
             return []
-        scope_sql, params = "", [CONTEXT_WEIGHT, build_match(kept)]
-        if scopes:
-            wanted = (*scopes, "*")
-            scope_sql = (" AND r.rowid IN (SELECT s.rid FROM record_scopes s"
-                         f" WHERE s.scope IN ({_marks(len(wanted))}))")
-            params.extend(wanted)
-        params.extend([now, max(CANDIDATES, k)])
-        rows = self._q(
-            "SELECT r.knowledge_id, r.type, r.weight, r.created_at,"
-            " bm25(records_fts, 1.0, ?) AS score FROM records_fts"
-            " JOIN records r ON r.rowid = records_fts.rowid"
-            f" WHERE records_fts MATCH ? AND r.lifecycle='active'{scope_sql}"
-            " AND (r.expires_at IS NULL OR r.expires_at > ?) ORDER BY score LIMIT ?", params)
-        state = {kid: (ktype, weight, created) for kid, ktype, weight, created, _s in rows}
+        rows = self._lexical_candidates(build_match(kept), scopes, now, max(CANDIDATES, k))
+        state = {kid: (ktype, weight, created) for kid, ktype, weight, created in rows}
         fused = rrf([r[0] for r in rows], [], lexical_weight=LEXICAL_WEIGHT, k=RRF_K)
         scored: list[tuple[float, str]] = []
         for cand in fused:
