@@ -72,10 +72,15 @@ def test_sensitive_hit_is_redacted(store: Path) -> None:
     assert hits and "tok-123" not in hits[0].text and "[redacted]" in hits[0].text
 
 
+@pytest.mark.parametrize("small_scope", [0, 10_000])  # both plans: index walk, scope rows
 @pytest.mark.parametrize(("scopes", "kinds"), [(("project:p",), None),
-                                               (("user:alice", "user:bob"), ("preference",))])
+                                               (("user:alice", "user:bob"), ("preference",)),
+                                               (("project:p", "user:bob"), ("preference",
+                                                                            "fact"))])
 def test_ranked_is_the_stores_ranked_order(store: Path, scopes: tuple[str, ...],
-                                           kinds: tuple[str, ...] | None) -> None:
+                                           kinds: tuple[str, ...] | None, small_scope: int,
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(fastread, "SMALL_SCOPE", small_scope)
     with Memory(store, embedder=None, check_embedder=False) as mem:
         rows = mem.store.states(RecordFilter(scopes=scopes, kinds=kinds), limit=500,
                                 ranked=True)

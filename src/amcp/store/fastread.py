@@ -45,6 +45,9 @@ LEXICAL_WEIGHT = 1.25
 MAX_TERM_SHARE = 0.2
 CONTEXT_WEIGHT = 0.5
 _DAY = 86_400.0
+# A scope with at most this many records is read row by row and sorted: cheaper than
+# walking the ranked index past the records of other scopes (see FastReader.ranked).
+SMALL_SCOPE = 256
 
 
 class StaleStore(StoreError):
@@ -220,10 +223,24 @@ class FastReader:
                now: float | None = None) -> list[FastRecord]:
         """Active, unexpired, non-sensitive records in ``scopes`` (plus global ``*``), by
         learned weight then recency — the pointer tier. Ordered and limited in SQL; the
-        bodies of the winners only are read and verified."""
+        bodies of the winners only are read and verified.
+
+        Two plans, chosen by the scope's size (counted on the covering key): a large scope
+        walks the pointer-tier index (migration 5) in order and stops at the limit; a small
+        one (where that walk would pass most of the index before finding enough) reads its
+        few rows and sorts them. Either way the work is bounded by about
+        ``max(SMALL_SCOPE, limit / share of the scope)`` entries, not the store's size."""
         if not scopes or limit <= 0:
             return []
         wanted = (*scopes, "*")
+        size = self._q(f"SELECT COUNT(*) FROM record_scopes WHERE scope IN "
+                       f"({_marks(len(wanted))})", wanted)[0][0]
+        if size <= SMALL_SCOPE:
+            index = "NOT INDEXED"  # the rowid list from record_scopes drives the query
+        elif kinds is not None and len(kinds) == 1:
+            index = "INDEXED BY records_ranked_kind"
+        else:
+            index = "INDEXED BY records_ranked"
         params: list[Any] = [*wanted]
         kind_sql = ""
         if kinds:
@@ -231,9 +248,7 @@ class FastReader:
             params.extend(kinds)
         params.extend([time.time() if now is None else now, limit])
         rows = self._q(
-            # INDEXED BY: walk the pointer-tier index (schema migration 5) in order and stop
-            # at the limit, whatever the planner guesses about the scope subquery.
-            "SELECT r.knowledge_id FROM records r INDEXED BY records_ranked"
+            f"SELECT r.knowledge_id FROM records r {index}"
             " WHERE r.lifecycle='active' AND r.sensitive=0"
             " AND r.rowid IN (SELECT s.rid FROM record_scopes s"
             f" WHERE s.scope IN ({_marks(len(wanted))})){kind_sql}"

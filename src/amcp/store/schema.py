@@ -95,10 +95,14 @@ MIGRATIONS: tuple[str, ...] = (
     # 5: the pointer tier in index order (active records by learned weight, then recency,
     # with the columns its filters read), so "the top 40 of a scope" stops after about 40
     # index entries instead of reading and sorting every record of the scope (~60 ms at 10k
-    # records: the rows carry their bodies). The session-start hook pays this on every start.
+    # records: the rows carry their bodies). The session-start hook pays this on every start;
+    # the second index serves the same for one kind (the user's preferences).
     """
     CREATE INDEX records_ranked ON records(
         lifecycle, weight DESC, created_at DESC, knowledge_id, sensitive, expires_at, kind
+    );
+    CREATE INDEX records_ranked_kind ON records(
+        kind, lifecycle, weight DESC, created_at DESC, knowledge_id, sensitive, expires_at
     );
     """,
 )
