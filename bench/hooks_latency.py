@@ -23,6 +23,7 @@ import asyncio
 import json
 import os
 import platform
+import resource
 import shlex
 import sqlite3
 import statistics
@@ -84,21 +85,32 @@ def hook_env(extra: dict[str, str]) -> dict[str, str]:
     return env
 
 
+CPU_MS: list[float] = []  # user+sys CPU of each timed child, in the order timed
+
+
 def time_cmd(cmd: list[str], stdin: str, env: dict[str, str]) -> tuple[float, str]:
+    """Wall ms and stdout of one run; its CPU ms (user+sys) is appended to CPU_MS — CPU is
+    what a loaded, shared machine distorts least (wall time includes waiting for a core)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     res = subprocess.run(cmd, input=stdin, capture_output=True, text=True, env=env,
                          check=False, timeout=120)
     elapsed = (time.perf_counter() - started) * 1000
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    CPU_MS.append((after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime) * 1000)
     if res.returncode != 0:
         raise RuntimeError(f"{cmd} exited {res.returncode}: {res.stderr[-500:]}")
     return elapsed, res.stdout
 
 
-def stats(samples: list[float]) -> dict[str, float]:
+def stats(samples: list[float], cpu: list[float] | None = None) -> dict[str, float]:
     s = sorted(samples)
     p95 = s[min(len(s) - 1, max(0, round(0.95 * len(s)) - 1))]
-    return {"p50_ms": round(statistics.median(s), 1), "p95_ms": round(p95, 1),
-            "mean_ms": round(statistics.fmean(s), 1), "min_ms": round(s[0], 1), "runs": len(s)}
+    out = {"p50_ms": round(statistics.median(s), 1), "p95_ms": round(p95, 1),
+           "mean_ms": round(statistics.fmean(s), 1), "min_ms": round(s[0], 1), "runs": len(s)}
+    if cpu:
+        out["cpu_p50_ms"] = round(statistics.median(cpu), 1)
+    return out
 
 
 def installed_commands() -> dict[str, list[str]]:
@@ -143,6 +155,7 @@ def run_mode(label: str, home: Path, proj: Path, runs: int, node: str) -> dict[s
     db = home / "memory.db"
     for event in events:
         samples: list[float] = []
+        cpu: list[float] = []
         landed: list[float] = []
         sample_out = ""
         for run in range(runs + 2):  # two warm-up runs (page cache, .pyc), then measured
@@ -160,12 +173,14 @@ def run_mode(label: str, home: Path, proj: Path, runs: int, node: str) -> dict[s
                     landed.append((time.perf_counter() - started) * 1000)
             if run >= 2:
                 samples.append(ms)
+                cpu.append(CPU_MS[-1])
             sample_out = stdout
         if "skipped" in sample_out:
             raise RuntimeError(f"{label} {event}: {sample_out}")
-        out[event] = stats(samples)
+        out[event] = stats(samples, cpu)
         print(f"{label:>8} {event:<15} p50 {out[event]['p50_ms']:>7.1f} ms  "
-              f"p95 {out[event]['p95_ms']:>7.1f} ms", flush=True)
+              f"p95 {out[event]['p95_ms']:>7.1f} ms  cpu p50 {out[event]['cpu_p50_ms']:>6.1f} ms",
+              flush=True)
         if landed:
             out["post-tool (record readable)"] = stats(landed)
             print(f"{label:>8} {'  record landed':<15} p50 {stats(landed)['p50_ms']:>7.1f} ms",
@@ -188,8 +203,11 @@ def baselines(runs: int) -> dict[str, Any]:
                        ("import amcp.memory", "import amcp.memory"),
                        ("import amcp.agent.hooks.claude_code",
                         "import amcp.agent.hooks.claude_code")):
-        samples = [time_cmd([sys.executable, "-c", code], "", env)[0] for _ in range(runs)]
-        out[name] = stats(samples)
+        samples, cpu = [], []
+        for _ in range(runs):
+            samples.append(time_cmd([sys.executable, "-c", code], "", env)[0])
+            cpu.append(CPU_MS[-1])
+        out[name] = stats(samples, cpu)
         print(f"baseline {name:<38} p50 {out[name]['p50_ms']:>7.1f} ms", flush=True)
     return out
 
