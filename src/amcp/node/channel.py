@@ -47,6 +47,17 @@ from amcp.wire import (
 
 _LENGTH = struct.Struct(">I")
 _LENGTH_OFFSET = 10
+_FLAGS_LOW = 9  # FLAGS is a big-endian u16 at offset 8; the transport bits are in byte 9
+_FRAGMENTED = int(Flag.FRAGMENTED)
+
+
+def _count_frames(data: bytes) -> int:
+    """How many wire frames ``data`` (whole frames, back to back) holds."""
+    count = pos = 0
+    while pos < len(data):
+        pos += HEADER_SIZE + _LENGTH.unpack_from(data, pos + _LENGTH_OFFSET)[0]
+        count += 1
+    return count
 
 
 class Channel:
@@ -102,9 +113,16 @@ class Channel:
             # reason is ours (<= 256 chars), never the peer's data.
             self._out += encode_frame(frame, compress=False)
             return
-        self._out += encode_frame(
+        data = encode_frame(
             frame, cipher=self.cipher, compress=self._compress, max_payload=self._max_payload
         )
+        self._out += data
+        if data[_FLAGS_LOW] & _FRAGMENTED:
+            # A message over max_payload went out as n fragments numbered seq .. seq+n-1:
+            # the session must not hand those numbers out again (with encryption a reused
+            # number would reuse an AES-GCM nonce). Checking one header byte keeps the
+            # common single-frame case free of any extra work.
+            self.session.consume_seqs(_count_frames(data) - 1)
 
     def _handle(self, events: list[Event]) -> list[Event]:
         """Encode SendFrames in order, configure the codec on HandshakeComplete."""

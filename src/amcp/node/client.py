@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from threading import Thread
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from amcp.clock import HLC, node_tag
 from amcp.errors import AmcpError, LocalProtocolError
@@ -170,24 +170,25 @@ class Client:
 
     async def _open(self) -> Link:
         retry = self.retry
-        try:
-            if self.unix is not None:
-                reader, writer = await asyncio.wait_for(
-                    asyncio.open_unix_connection(str(self.unix)), retry.connect_timeout
-                )
-            else:
-                reader, writer = await asyncio.wait_for(
-                    asyncio.open_connection(self.host, self.port), retry.connect_timeout
-                )
-        except (OSError, TimeoutError) as exc:
-            raise NodeUnavailable(f"cannot connect to the node: {exc}") from exc
         loop = asyncio.get_running_loop()
         session = Session(
             Role.CLIENT, self.local,
             clock=self.clock, monotonic=loop.time, trust=self.trust, timeouts=self.timeouts,
         )
-        link = Link(session, reader, writer)
-        link.start()
+        link = Link(session, write_timeout=retry.request_timeout)
+        try:
+            if self.unix is not None:
+                await asyncio.wait_for(
+                    loop.create_unix_connection(lambda: link, str(self.unix)),
+                    retry.connect_timeout,
+                )
+            else:
+                await asyncio.wait_for(
+                    loop.create_connection(lambda: link, cast(str, self.host), self.port),
+                    retry.connect_timeout,
+                )
+        except (OSError, TimeoutError) as exc:
+            raise NodeUnavailable(f"cannot connect to the node: {exc}") from exc
         try:
             await asyncio.wait_for(asyncio.shield(link.handshake), retry.connect_timeout)
         except TimeoutError:
@@ -201,16 +202,12 @@ class Client:
         return link
 
     async def _cold_boot(self, link: Link, request: dict[str, Any]) -> dict[str, Any]:
-        future, _ = link.submit(M.COLD_BOOT_REQUEST, request)
-        frame = await self._wait(future, self.retry.request_timeout)
+        future, _ = link.submit(
+            M.COLD_BOOT_REQUEST, request, timeout=self.retry.request_timeout
+        )
+        frame = await future
         self.boot = dict(frame.payload)
         return self.boot
-
-    async def _wait(self, future: asyncio.Future[Frame], timeout: float) -> Frame:
-        try:
-            return await asyncio.wait_for(future, timeout)
-        except TimeoutError:
-            raise NodeUnavailable(f"no answer from the node in {timeout} s") from None
 
     async def _heartbeat_loop(self) -> None:
         """HEALTH_CHECK on an idle connection; a node that does not answer is dropped."""
@@ -234,10 +231,13 @@ class Client:
         self, msg_type: MsgType, payload: Mapping[str, Any], *, ack: bool = False
     ) -> Frame:
         """Send one request and return its answer; ERROR raises the matching AmcpError."""
-        link = await self._ensure()
+        link = self._link
+        if link is None or not link.alive or link.state not in WORKING:
+            link = await self._ensure()
         if not ack:
-            future, _ = link.submit(msg_type, payload)
-            return await self._wait(future, self.retry.request_timeout)
+            # The link fails the future with NodeUnavailable after request_timeout.
+            future, _ = link.submit(msg_type, payload, timeout=self.retry.request_timeout)
+            return await future
         future, data = link.submit(msg_type, payload, Flag.REQUIRES_ACK)
         waits = (self.retry.ack_timeout, *self.retry.backoff)
         for attempt, wait in enumerate(waits):
@@ -268,9 +268,10 @@ class Client:
         done = 0
         while queue is not None and (batch := queue.peek(100)):
             for entry_id, msg_type, payload in batch:
-                future, _ = link.submit(msg_type, payload, Flag.REQUIRES_ACK)
+                future, _ = link.submit(msg_type, payload, Flag.REQUIRES_ACK,
+                                        timeout=self.retry.ack_timeout + sum(self.retry.backoff))
                 try:
-                    await self._wait(future, self.retry.ack_timeout + sum(self.retry.backoff))
+                    await future
                 except NodeUnavailable:
                     return done  # still offline: keep it, retry on the next connection
                 except AmcpError as exc:  # refused (403, 409...): replaying cannot help
@@ -368,8 +369,10 @@ class Client:
                     payload["scopes"] = list(scopes)
                 if limit is not None:
                     payload["limit"] = limit
-                future, _ = link.submit(M.SYNC_PULL_REQUEST, payload)
-                last = await self._wait(future, self.retry.request_timeout)
+                future, _ = link.submit(
+                    M.SYNC_PULL_REQUEST, payload, timeout=self.retry.request_timeout
+                )
+                last = await future
                 batch = list(last.payload.get("changes") or ())
                 changes += batch
                 if apply_to is not None and batch:

@@ -8,10 +8,9 @@ answering a request fails that request's future with the matching ``AmcpError``.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
 from amcp.errors import (
     AmcpError,
@@ -43,7 +42,6 @@ from amcp.wire import Flag, Frame, MsgType
 
 log = logging.getLogger("amcp.node.client")
 M = MsgType
-READ_CHUNK = 256 * 1024
 
 
 class NodeUnavailable(AmcpError):
@@ -72,26 +70,28 @@ def error_for(status: int | None, reason: str) -> AmcpError:
     return AmcpError(reason, status=code)
 
 
-class Link:
-    """One connection's protocol driver on the client side."""
+class Link(asyncio.Protocol):
+    """One connection's protocol driver on the client side (an asyncio Protocol: replies
+    are matched and their futures resolved straight from ``data_received``)."""
 
-    def __init__(
-        self,
-        session: Session,
-        reader: asyncio.StreamReader,
-        writer: asyncio.StreamWriter,
-    ) -> None:
+    def __init__(self, session: Session, *, write_timeout: float = 60.0) -> None:
         self.loop = asyncio.get_running_loop()
         self.channel = Channel(session)
-        self.reader = reader
-        self.writer = writer
+        self.transport: asyncio.Transport | None = None
+        self.write_timeout = write_timeout
         self.pending: dict[int, asyncio.Future[Frame]] = {}
         self.handshake: asyncio.Future[None] = self.loop.create_future()
         self.closed: asyncio.Future[str] = self.loop.create_future()
         self.last_sent = self.loop.time()
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at: float | None = None
-        self._reader_task: asyncio.Task[None] | None = None
+        # Request deadlines (seq -> (when, timeout)), swept by one timer: cheaper than a
+        # wait_for (a Task-side timer, a waiter future and callbacks) per request.
+        self._deadlines: dict[int, tuple[float, float]] = {}
+        self._expiry: asyncio.TimerHandle | None = None
+        self._expiry_at: float | None = None
+        self._write_timer: asyncio.TimerHandle | None = None
+        self._lost: asyncio.Future[None] = self.loop.create_future()
 
     @property
     def session(self) -> Session:
@@ -105,34 +105,79 @@ class Link:
     def state(self) -> SessionState:
         return self.channel.session.state
 
+    # ------------------------------------------------------------------ transport callbacks
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        # uvloop's transports implement asyncio.Transport without subclassing it.
+        self.transport = cast(asyncio.Transport, transport)
+        self.start()
+
     def start(self) -> None:
         self.channel.start()
         self.flush()
-        self._reader_task = self.loop.create_task(self._read_loop())
         self.arm()
+
+    def data_received(self, data: bytes) -> None:
+        if not self.alive:
+            return
+        self.on_events(self.channel.feed(data))
+        self.flush()
+        self.arm()
+
+    def eof_received(self) -> bool:
+        self.close("connection closed by the node")
+        return False
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.close(f"connection lost: {exc}" if exc else "connection closed by the node")
+        if not self._lost.done():
+            self._lost.set_result(None)
+
+    def pause_writing(self) -> None:
+        # The node does not read what we send: give it write_timeout, then give up on it
+        # (the next request reconnects) rather than buffer requests without bound.
+        if self._write_timer is None and self.alive:
+            self._write_timer = self.loop.call_later(
+                self.write_timeout, self.close, "the node does not read"
+            )
+
+    def resume_writing(self) -> None:
+        if self._write_timer is not None:
+            self._write_timer.cancel()
+            self._write_timer = None
 
     # ------------------------------------------------------------------ sending
 
     def flush(self) -> None:
-        data = self.channel.take_output()
-        if data and self.alive:
-            self.writer.write(data)
-            self.last_sent = self.loop.time()
-        if self.channel.closing is not None:
-            self.close(self.channel.closing)
+        channel = self.channel
+        if channel.pending_output:
+            self.write(channel.take_output())
+        if channel.closing is not None:
+            self.close(channel.closing)
 
     def submit(
-        self, msg_type: MsgType, payload: Mapping[str, Any], flags: Flag = Flag.NONE
+        self, msg_type: MsgType, payload: Mapping[str, Any], flags: Flag = Flag.NONE, *,
+        timeout: float | None = None,
     ) -> tuple[asyncio.Future[Frame], bytes]:
         """Send a request; returns the future of its answer and the exact wire bytes (for
-        retransmission: the same SEQUENCE_NUMBER lets the node drop or re-ack it)."""
+        retransmission: the same SEQUENCE_NUMBER lets the node drop or re-ack it).
+
+        With ``timeout`` the future fails with NodeUnavailable when no answer came in time.
+        """
         if not self.alive:
             raise NodeUnavailable("the connection is closed")
-        self.flush()
+        if self.channel.pending_output:
+            self.flush()
         frame = self.channel.send(msg_type, payload, flags)
         data = self.channel.take_output()
         future: asyncio.Future[Frame] = self.loop.create_future()
-        self.pending[frame.seq] = future
+        seq = frame.seq
+        self.pending[seq] = future
+        if timeout is not None:
+            when = self.loop.time() + timeout
+            self._deadlines[seq] = (when, timeout)
+            if self._expiry_at is None or when < self._expiry_at:
+                self._arm_expiry(when)
         self.write(data)
         self.arm()
         return future, data
@@ -144,31 +189,11 @@ class Link:
         self.arm()
 
     def write(self, data: bytes) -> None:
-        if self.alive:
-            self.writer.write(data)
+        if self.alive and self.transport is not None:
+            self.transport.write(data)
             self.last_sent = self.loop.time()
 
-    async def drain(self, timeout: float) -> None:
-        try:
-            await asyncio.wait_for(self.writer.drain(), timeout)
-        except (TimeoutError, ConnectionError, OSError):
-            self.close("the node does not read")
-
     # ------------------------------------------------------------------ receiving
-
-    async def _read_loop(self) -> None:
-        try:
-            while self.alive:
-                data = await self.reader.read(READ_CHUNK)
-                if not data:
-                    break
-                self.on_events(self.channel.feed(data))
-                self.flush()
-                self.arm()
-        except (ConnectionError, OSError) as exc:
-            self.close(f"connection lost: {exc}")
-        finally:
-            self.close("connection closed by the node")
 
     def on_events(self, events: list[Event]) -> None:
         for event in events:
@@ -210,7 +235,12 @@ class Link:
             self.channel.reply_error(frame, Status.FORBIDDEN, "this peer serves no memory")
 
     def _resolve(self, ref: Any, frame: Frame | None, error: AmcpError | None) -> None:
-        future = self.pending.pop(ref, None) if isinstance(ref, int) else None
+        if isinstance(ref, int):
+            future = self.pending.pop(ref, None)
+            if self._deadlines:
+                self._deadlines.pop(ref, None)
+        else:
+            future = None
         if future is None or future.done():
             if error is not None and ref in (0, None):
                 log.warning("node error: %s", error)
@@ -231,17 +261,23 @@ class Link:
             if not future.done():
                 future.set_exception(error)
         self.pending.clear()
+        self._deadlines.clear()
 
     # ------------------------------------------------------------------ timers
 
     def arm(self) -> None:
+        """Keep the session timer at or before the session's next deadline. Lazy, like the
+        server's: a deadline that moved later leaves the timer where it is (it fires early,
+        finds nothing due and re-arms), so a request costs a comparison, not a TimerHandle.
+        """
         when = self.channel.session.next_deadline() if self.alive else None
-        if when == self._timer_at:
+        current = self._timer_at
+        if when is None or (current is not None and current <= when):
             return
         if self._timer is not None:
             self._timer.cancel()
         self._timer_at = when
-        self._timer = None if when is None else self.loop.call_at(when, self._on_timer)
+        self._timer = self.loop.call_at(when, self._on_timer)
 
     def _on_timer(self) -> None:
         self._timer = self._timer_at = None
@@ -251,6 +287,25 @@ class Link:
         self.flush()
         self.arm()
 
+    def _arm_expiry(self, when: float) -> None:
+        if self._expiry is not None:
+            self._expiry.cancel()
+        self._expiry_at = when
+        self._expiry = self.loop.call_at(when, self._expire)
+
+    def _expire(self) -> None:
+        """Fail every request whose deadline passed; re-arm for the earliest one left."""
+        self._expiry = self._expiry_at = None
+        now = self.loop.time()
+        due = [seq for seq, (when, _) in self._deadlines.items() if when <= now]
+        for seq in due:
+            _, timeout = self._deadlines.pop(seq)
+            future = self.pending.pop(seq, None)
+            if future is not None and not future.done():
+                future.set_exception(NodeUnavailable(f"no answer from the node in {timeout} s"))
+        if self._deadlines:
+            self._arm_expiry(min(when for when, _ in self._deadlines.values()))
+
     # ------------------------------------------------------------------ closing
 
     def close(self, reason: str) -> None:
@@ -258,18 +313,17 @@ class Link:
             return
         self.closed.set_result(reason)
         self._fail_all(NodeUnavailable(f"connection closed: {reason}"))
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
-        self.writer.transport.close()  # flushes queued bytes (a SESSION_END, a 0x00FF)
-        self.loop.call_later(1.0, self.writer.transport.abort)
+        for handle in (self._timer, self._expiry, self._write_timer):
+            if handle is not None:
+                handle.cancel()
+        self._timer = self._expiry = self._write_timer = None
+        transport = self.transport
+        if transport is not None:
+            transport.close()  # flushes queued bytes (a SESSION_END, a 0x00FF)
+            if not self._lost.done():
+                self.loop.call_later(1.0, transport.abort)
 
     async def aclose(self) -> None:
         self.close("closed by the client")
-        task = self._reader_task
-        if task is not None and task is not asyncio.current_task():
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-        with contextlib.suppress(ConnectionError, OSError):
-            await self.writer.wait_closed()
+        if self.transport is not None:
+            await asyncio.shield(self._lost)

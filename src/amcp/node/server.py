@@ -15,13 +15,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import os
 import socket
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from cryptography import x509
 
@@ -96,6 +98,8 @@ class NodeServer:
         self._read_pool = ThreadPoolExecutor(self.limits.read_threads, "amcp-read")
         self._write_pool = ThreadPoolExecutor(1, "amcp-write")
         self.refused = 0  # connections closed at once because of max_connections
+        # Every socket read lands here (get_buffer); see _Connection.buffer_updated.
+        self._read_buffer = memoryview(bytearray(self.limits.read_chunk))
 
     @property
     def node_uri(self) -> str:
@@ -110,11 +114,11 @@ class NodeServer:
         unix: str | Path | None = None,
     ) -> None:
         """Listen on ``host:port`` (port 0: any free port; host None: TCP off) and/or ``unix``."""
+        loop = asyncio.get_running_loop()
         if host is not None:
             trust = is_local_address(host) if self._trust_local is None else self._trust_local
-            self._servers.append(await asyncio.start_server(
-                lambda r, w: self._accept(r, w, trust), host, port,
-                limit=self.limits.read_chunk, reuse_address=True,
+            self._servers.append(await loop.create_server(
+                functools.partial(_Connection, self, trust), host, port, reuse_address=True,
             ))
         if unix is not None:
             trust = True if self._trust_local is None else self._trust_local
@@ -122,8 +126,8 @@ class NodeServer:
             with contextlib.suppress(FileNotFoundError):
                 if path.is_socket():
                     path.unlink()
-            self._servers.append(await asyncio.start_unix_server(
-                lambda r, w: self._accept(r, w, trust), str(path), limit=self.limits.read_chunk,
+            self._servers.append(await loop.create_unix_server(
+                functools.partial(_Connection, self, trust), str(path),
             ))
             os.chmod(path, 0o600)  # the unix socket is the owner's: local trust is granted
 
@@ -162,36 +166,17 @@ class NodeServer:
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
-    async def _accept(
-        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, trust_local: bool
-    ) -> None:
-        if len(self._conns) >= self.limits.max_connections:
-            self.refused += 1
-            writer.transport.abort()
-            return
-        conn = _Connection(self, reader, writer, trust_local)
-        self._conns.add(conn)
-        try:
-            await conn.run()
-        finally:
-            self._conns.discard(conn)
-
     def uptime(self) -> float:
         return time.time() - self.started_at
 
 
-class _Connection:
-    """One peer. All methods run on the event loop; Memory calls go to the pools."""
+class _Connection(asyncio.BufferedProtocol):
+    """One peer, driven by transport callbacks (no reader task, no per-request Task for the
+    inline path). All methods run on the event loop; Memory calls go to the pools."""
 
-    def __init__(
-        self, server: NodeServer, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
-        trust_local: bool,
-    ) -> None:
+    def __init__(self, server: NodeServer, trust_local: bool) -> None:
         self.server = server
         self.limits = server.limits
-        self.reader = reader
-        self.writer = writer
-        self.transport = writer.transport
         self.loop = asyncio.get_running_loop()
         session = Session(
             Role.NODE, server.local, clock=server.memory.clock, monotonic=self.loop.time,
@@ -199,103 +184,151 @@ class _Connection:
             timeouts=self.limits.timeouts,
         )
         self.channel = Channel(session, max_payload=server.local.max_payload)
+        self.transport: asyncio.Transport | None = None
         self.peer: Peer | None = None
         self.inflight = 0
-        self.inline_budget = INLINE_PER_CHUNK
-        self.tasks: set[asyncio.Task[None]] = set()
         self.timer: asyncio.TimerHandle | None = None
         self.timer_at: float | None = None
+        self.write_timer: asyncio.TimerHandle | None = None  # set while the peer is not reading
         now = self.loop.time()
         self.partial_since: float | None = None
         self.last_frame = now
         self.closed = False
+        self.lost = False
 
-    # ------------------------------------------------------------------ main loop
+    # ------------------------------------------------------------------ transport callbacks
 
-    async def run(self) -> None:
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        # uvloop's transports implement asyncio.Transport without subclassing it.
+        self.transport = stream = cast(asyncio.Transport, transport)
+        server = self.server
+        if len(server._conns) >= self.limits.max_connections:
+            # Nothing to answer yet (the peer has not said hello): close before a byte.
+            server.refused += 1
+            self.closed = True
+            stream.abort()
+            return
+        server._conns.add(self)
         limits = self.limits
-        self.transport.set_write_buffer_limits(limits.write_high_water, limits.write_low_water)
+        stream.set_write_buffer_limits(limits.write_high_water, limits.write_low_water)
         self.channel.start()
         self.flush()
         self.arm()
-        try:
-            while not self.closed:
-                data = await self.reader.read(limits.read_chunk)
-                if not data or self.closed:
-                    break
-                events = self.channel.feed(data)
-                now = self.loop.time()
-                if events:
-                    self.last_frame = now
-                    self.partial_since = now if self.channel.buffered else None
-                elif self.channel.buffered and self.partial_since is None:
-                    self.partial_since = now
-                self.inline_budget = INLINE_PER_CHUNK
-                self.on_events(events)
-                if self.flush():
-                    break
-                self.arm()
-                # Backpressure: do not read more from a peer that does not read its replies.
-                if self.transport.get_write_buffer_size() > limits.write_high_water:
-                    await self.drain()
-                else:
-                    # A chunk full of pipelined requests must not monopolise the loop:
-                    # StreamReader.read() returns buffered data without suspending.
-                    await asyncio.sleep(0)
-        except (ConnectionError, OSError):
-            pass
-        finally:
-            await self.teardown()
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        # One buffer per server, never more than read_chunk: the transport copies into it
+        # and buffer_updated() takes the bytes out before the loop reads any other socket.
+        return self.server._read_buffer
+
+    def buffer_updated(self, nbytes: int) -> None:
+        if self.closed:
+            return
+        self.received(bytes(self.server._read_buffer[:nbytes]))
+
+    def eof_received(self) -> bool:
+        self.close_soon("peer closed")
+        return False
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.lost = True
+        self.server._conns.discard(self)
+        if not self.closed:
+            self.closed = True
+        self.stop_timer()
+        self._stop_write_timer()
+
+    def pause_writing(self) -> None:
+        # Backpressure: the peer does not read its replies fast enough. Stop reading its
+        # requests until the buffer drains below low water; cut it off if that takes longer
+        # than write_timeout (a peer that never reads cannot make the node buffer forever).
+        if self.closed or self.transport is None:
+            return
+        self.transport.pause_reading()
+        if self.write_timer is None:
+            self.write_timer = self.loop.call_later(
+                self.limits.write_timeout, self.abort, "peer does not read (write buffer full)"
+            )
+
+    def resume_writing(self) -> None:
+        self._stop_write_timer()
+        if not self.closed and self.transport is not None:
+            self.transport.resume_reading()
+
+    def _stop_write_timer(self) -> None:
+        if self.write_timer is not None:
+            self.write_timer.cancel()
+            self.write_timer = None
+
+    # ------------------------------------------------------------------ input
+
+    def received(self, data: bytes) -> None:
+        channel = self.channel
+        events = channel.feed(data)
+        now = self.loop.time()
+        if events:
+            self.last_frame = now
+            self.partial_since = now if channel.buffered else None
+            self.on_events(events)
+        elif self.partial_since is None and channel.buffered:
+            self.partial_since = now
+        if not self.flush():
+            self.arm()
 
     def on_events(self, events: list[Event]) -> None:
+        # At most INLINE_PER_CHUNK small reads are answered inline per socket read, so a
+        # pipelined flood goes to the pool (and its in-flight cap) instead of stalling
+        # every other connection on the loop.
+        inline = INLINE_PER_CHUNK if self.server.inline_reads else 0
         for event in events:
-            if type(event) is Request:
-                self.dispatch(event.frame)
-            elif type(event) is HelloReceived:
+            kind = type(event)
+            if kind is Request:
+                assert isinstance(event, Request)
+                inline = self.dispatch(event.frame, inline)
+            elif kind is HelloReceived:
+                assert isinstance(event, HelloReceived)
                 principal = self.channel.session.principal
                 assert principal is not None
                 self.peer = Peer(principal, str(event.hello.node_address))
 
     def flush(self) -> bool:
-        """Write what the channel produced; True when the connection is now closing."""
-        data = self.channel.take_output()
-        if data and not self.closed:
-            self.writer.write(data)
-        if self.channel.closing is not None and not self.closed:
-            self.close_soon(self.channel.closing)
+        """Write what the channel produced; True when the connection is now closing.
+
+        No drain per frame: the transport writes at once when the socket accepts it and
+        buffers the rest; pause_writing() above high water is the backpressure."""
+        channel = self.channel
+        if channel.pending_output and not self.closed:
+            assert self.transport is not None
+            self.transport.write(channel.take_output())
+        if channel.closing is not None and not self.closed:
+            self.close_soon(channel.closing)
             return True
         return False
 
-    async def drain(self) -> None:
-        try:
-            await asyncio.wait_for(self.writer.drain(), self.limits.write_timeout)
-        except TimeoutError:
-            self.abort("peer does not read (write buffer full)")
-        except (ConnectionError, OSError):
-            self.abort("connection lost")
-
     # ------------------------------------------------------------------ requests
 
-    def dispatch(self, frame: Frame) -> None:
+    def dispatch(self, frame: Frame, inline: int) -> int:
+        """Answer or schedule one request; returns the inline budget left."""
         mt = frame.msg_type
         if self.inflight >= self.limits.max_inflight:
             self.channel.reply_error(frame, Status.TOO_MANY_REQUESTS, "too many requests in flight")
-            return
+            return inline
         if mt is M.HEALTH_CHECK:
             self.inflight += 1
-            self.spawn(self.health(frame))
-            return
+            self.submit(self.server._read_pool, self.server.memory.stats, frame, self.health)
+            return inline
         peer = self.peer
         assert peer is not None  # requests only arrive after the hello
         if mt is M.SESSION_BEGIN or (
-            self.inline_budget > 0 and self.server.inline_reads and mt is M.MEMORY_READ
-            and _small_id_read(frame.payload)
+            inline > 0 and mt is M.MEMORY_READ and _small_id_read(frame.payload)
         ):
-            self.inline_budget -= 1
             self.answer(frame, self.run_inline(frame, peer))
-            return
+            return inline - 1
         self.inflight += 1
-        self.spawn(self.serve(frame, peer))
+        server = self.server
+        pool = server._write_pool if mt in WRITES else server._read_pool
+        self.submit(pool, functools.partial(server.service.handle, frame, peer), frame,
+                    self.served)
+        return inline
 
     def run_inline(self, frame: Frame, peer: Peer) -> Reply | BaseException:
         try:
@@ -303,25 +336,31 @@ class _Connection:
         except Exception as exc:  # noqa: BLE001 - turned into ERROR / violation in answer()
             return exc
 
-    async def serve(self, frame: Frame, peer: Peer) -> None:
-        server = self.server
-        pool = server._write_pool if frame.msg_type in WRITES else server._read_pool
-        try:
-            result: Reply | BaseException = await self.loop.run_in_executor(
-                pool, server.service.handle, frame, peer
-            )
-        except Exception as exc:  # noqa: BLE001 - mapped to a wire status below
-            result = exc
-        finally:
+    def submit(
+        self, pool: ThreadPoolExecutor, fn: Callable[[], Any], frame: Frame,
+        done: Callable[[Frame, Any], None],
+    ) -> None:
+        """Run ``fn`` on ``pool``; ``done(frame, result or exception)`` runs on the loop.
+
+        A plain callback on the executor future instead of a Task per request: fewer loop
+        iterations and allocations on the pooled path."""
+        future = self.loop.run_in_executor(pool, fn)
+
+        def finished(fut: asyncio.Future[Any]) -> None:
             self.inflight -= 1
-        if self.closed:
-            return
-        if self.transport.get_write_buffer_size() > self.limits.write_high_water:
-            await self.drain()
-            if self.transport.is_closing():  # drain() cut the peer off
+            if self.closed:
                 return
+            if fut.cancelled():
+                return
+            exc = fut.exception()
+            done(frame, exc if exc is not None else fut.result())
+
+        future.add_done_callback(finished)
+
+    def served(self, frame: Frame, result: Reply | BaseException) -> None:
         self.answer(frame, result)
-        self.flush()
+        if not self.flush():
+            self.arm()
 
     def answer(self, frame: Frame, result: Reply | BaseException) -> None:
         channel = self.channel
@@ -336,48 +375,48 @@ class _Connection:
             log.exception("request %s failed", frame.msg_type.name, exc_info=result)
             channel.reply_error(frame, Status.INTERNAL, "internal error")
 
-    async def health(self, frame: Frame) -> None:
-        try:
-            stats = await self.loop.run_in_executor(
-                self.server._read_pool, self.server.memory.stats
-            )
-        finally:
-            self.inflight -= 1
-        state = self.channel.session.state
-        self.channel.reply(frame, M.HEALTH_RESPONSE, {
-            "state": (SessionState.ACTIVE if state is SessionState.SUSPENDED else state).value,
-            "hlc": self.server.memory.clock.send(),
-            "store": {"records": stats.records, "bytes": stats.bytes},
-            "uptime_s": round(self.server.uptime(), 3),
-        })
-        self.flush()
-
-    def spawn(self, coro: Any) -> None:
-        task: asyncio.Task[None] = self.loop.create_task(coro)
-        self.tasks.add(task)
-        task.add_done_callback(self.tasks.discard)
+    def health(self, frame: Frame, stats: Any) -> None:
+        if isinstance(stats, BaseException):
+            self.answer(frame, stats)
+        else:
+            state = self.channel.session.state
+            self.channel.reply(frame, M.HEALTH_RESPONSE, {
+                "state": (SessionState.ACTIVE if state is SessionState.SUSPENDED
+                          else state).value,
+                "hlc": self.server.memory.clock.send(),
+                "store": {"records": stats.records, "bytes": stats.bytes},
+                "uptime_s": round(self.server.uptime(), 3),
+            })
+        if not self.flush():
+            self.arm()
 
     # ------------------------------------------------------------------ timers
 
     def arm(self) -> None:
-        """(Re)schedule the one timer at the earliest of: session deadline, frame deadline,
-        idle deadline."""
+        """Keep the one timer at or before the earliest of: session deadline, frame
+        deadline, idle deadline.
+
+        Lazy: a deadline that moved *later* (the idle deadline moves with every frame)
+        does not re-schedule the timer; it fires early, finds nothing due and re-arms.
+        So the hot path costs a comparison, not a TimerHandle per request."""
         if self.closed:
             return
-        deadlines = [self.channel.session.next_deadline()]
+        when = self.channel.session.next_deadline()
         if self.partial_since is not None:
-            deadlines.append(self.partial_since + self.limits.frame_timeout)
+            at = self.partial_since + self.limits.frame_timeout
+            if when is None or at < when:
+                when = at
         if self.channel.negotiated is not None:
-            deadlines.append(self.last_frame + self.limits.idle_timeout)
-        when = min(d for d in deadlines if d is not None) if any(
-            d is not None for d in deadlines
-        ) else None
-        if when == self.timer_at:
+            at = self.last_frame + self.limits.idle_timeout
+            if when is None or at < when:
+                when = at
+        current = self.timer_at
+        if when is None or (current is not None and current <= when):
             return
         if self.timer is not None:
             self.timer.cancel()
         self.timer_at = when
-        self.timer = None if when is None else self.loop.call_at(when, self.on_timer)
+        self.timer = self.loop.call_at(when, self.on_timer)
 
     def on_timer(self) -> None:
         self.timer = self.timer_at = None
@@ -407,30 +446,24 @@ class _Connection:
         self.closed = True
         log.debug("closing: %s", reason)
         self.stop_timer()
+        assert self.transport is not None
         self.transport.close()  # flushes the buffer, then closes
-        self.loop.call_later(self.limits.close_grace, self.transport.abort)
+        if not self.lost:
+            self.loop.call_later(self.limits.close_grace, self.transport.abort)
 
     def abort(self, reason: str) -> None:
         if not self.closed:
             log.debug("aborting: %s", reason)
         self.closed = True
         self.stop_timer()
-        self.transport.abort()
+        self._stop_write_timer()
+        if self.transport is not None:
+            self.transport.abort()
 
     def stop_timer(self) -> None:
         if self.timer is not None:
             self.timer.cancel()
             self.timer = self.timer_at = None
-
-    async def teardown(self) -> None:
-        if not self.closed:
-            self.close_soon("peer closed")
-        for task in list(self.tasks):
-            task.cancel()
-        if self.tasks:
-            await asyncio.gather(*self.tasks, return_exceptions=True)
-        with contextlib.suppress(ConnectionError, OSError):
-            await self.writer.wait_closed()
 
 
 def _small_id_read(payload: Any) -> bool:

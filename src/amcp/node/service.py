@@ -26,7 +26,7 @@ from amcp.errors import (
 )
 from amcp.memory import MAX_K, Memory, WriteOutcome
 from amcp.node import amql_ops
-from amcp.node.views import ack_payload, amf_out, bounded, new_work_session_id
+from amcp.node.views import AmfCache, ack_payload, amf_out, bounded, new_work_session_id
 from amcp.session import AccessPolicy, Mode, Principal
 from amcp.sync import apply_changes, pull_changes
 from amcp.wire import Frame, MsgType
@@ -73,6 +73,7 @@ class NodeService:
         self.policy = policy
         self.node_uri = node_uri
         self.max_payload = max_payload
+        self.amf_cache = AmfCache()
 
     # ------------------------------------------------------------------ access
 
@@ -187,7 +188,7 @@ class NodeService:
             ):
                 missing.append(kid)
             else:
-                amfs.append(amf_out(self.memory, item, now))
+                amfs.append(amf_out(self.memory, item, now, self.amf_cache))
         return amfs, ({"missing": missing} if missing else {})
 
     def _recall(
@@ -215,7 +216,7 @@ class NodeService:
             item = hit.item
             if item.record is None or not self.readable(peer, item.record.meta.project_scope):
                 continue
-            amfs.append(amf_out(self.memory, item, now))
+            amfs.append(amf_out(self.memory, item, now, self.amf_cache))
             scores.append(round(float(hit.score), 6))
         return amfs, {"scores": scores}
 

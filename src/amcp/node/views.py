@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
 import secrets
 import time
@@ -9,11 +10,11 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-import msgpack
-
+from amcp.amf.record import AMFRecord
 from amcp.amf.types import DecayType, Lifecycle
 from amcp.memory import Memory, WriteOutcome
 from amcp.store.base import StoredRecord
+from amcp.wire.encoder import pack_payload
 
 WEEK = 7 * 86400
 # Room left in a reply frame for its own keys (status, ref_seq, timings...).
@@ -56,9 +57,43 @@ def x_state(memory: Memory, item: StoredRecord, now: float) -> dict[str, Any]:
     }
 
 
-def amf_out(memory: Memory, item: StoredRecord, now: float) -> dict[str, Any]:
-    assert item.record is not None
-    amf = item.record.to_dict()
+class AmfCache:
+    """``record.to_dict()`` of recently served records, keyed by knowledge_id.
+
+    A record's content never changes under its id (content addressing), and the store hands
+    out the same decoded ``AMFRecord`` object while it stays in its own cache; so an entry
+    is used only when it was built from *that very object* (``is``): a superseded or
+    redacted view, a re-decoded record, anything else is rebuilt. The dicts are shared
+    between replies and must not be mutated — :func:`amf_out` copies the top level and
+    replaces ``vendor_extensions``, the only part it changes.
+    """
+
+    __slots__ = ("_entries", "size")
+
+    def __init__(self, size: int = 4096) -> None:
+        self.size = size
+        self._entries: dict[str, tuple[AMFRecord, dict[str, Any]]] = {}
+
+    def to_dict(self, record: AMFRecord) -> dict[str, Any]:
+        entries = self._entries
+        hit = entries.get(record.knowledge_id)
+        if hit is not None and hit[0] is record:
+            return hit[1]
+        built = record.to_dict()
+        if len(entries) >= self.size:
+            # Oldest first; reads may run on several pool threads, so tolerate a race.
+            with contextlib.suppress(KeyError, RuntimeError, StopIteration):
+                del entries[next(iter(entries))]
+        entries[record.knowledge_id] = (record, built)
+        return built
+
+
+def amf_out(
+    memory: Memory, item: StoredRecord, now: float, cache: AmfCache | None = None
+) -> dict[str, Any]:
+    record = item.record
+    assert record is not None
+    amf = dict(cache.to_dict(record)) if cache is not None else record.to_dict()
     ext = dict(amf.get("vendor_extensions") or {})
     ext["x-state"] = x_state(memory, item, now)
     amf["vendor_extensions"] = ext
@@ -67,7 +102,7 @@ def amf_out(memory: Memory, item: StoredRecord, now: float) -> dict[str, Any]:
 
 def tokens_of(amf: Mapping[str, Any]) -> int:
     """PROFILE §7: ceil(bytes of the serialized AMF / 4)."""
-    return math.ceil(len(msgpack.packb(amf, use_bin_type=True)) / 4)
+    return math.ceil(len(pack_payload(amf)) / 4)
 
 
 def bounded(
@@ -82,7 +117,7 @@ def bounded(
     out: list[dict[str, Any]] = []
     size = tokens = 0
     for amf in amfs:
-        cost = len(msgpack.packb(amf, use_bin_type=True))
+        cost = len(pack_payload(amf))
         if out and size + cost > budget:
             return out, tokens, True
         size += cost

@@ -65,6 +65,7 @@ DEFAULT_REACK_CACHE = 256
 # Seconds of the 3.5 h warning etc. come from Timeouts; 0 in ref_seq means "no frame":
 # sequence numbers start at 1, so 0 can never name a real one.
 NO_FRAME = 0
+_U64 = 1 << 64
 
 
 Outcome = tuple[list[ev.Event], SessionState | None]
@@ -456,6 +457,15 @@ class Session:
     def _auto_reply(self, frame: Frame, status: Status, reason: str) -> Frame:
         payload = {"status": int(status), "reason": reason, "ref_seq": frame.seq}
         return self._reply_frame(frame.seq, M.ERROR, payload)
+
+    def consume_seqs(self, count: int) -> None:
+        """The frame just stamped went out as ``count + 1`` fragments (the codec split it):
+        its extra fragments took the next ``count`` SEQUENCE_NUMBERs, so skip them."""
+        if count < 0:
+            raise ValueError("count must not be negative")
+        if self._seq_out + count >= _U64:
+            raise LocalProtocolError("SEQUENCE_NUMBER would overflow")
+        self._seq_out += count
 
     def start(self) -> Frame:
         """Our CAPABILITY_HELLO. Call it as soon as the connection is up, on both sides (T1-02)."""

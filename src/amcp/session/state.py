@@ -22,6 +22,11 @@ from amcp.wire.constants import MsgType
 
 
 class SessionState(Enum):
+    # Enum.__hash__ is a Python function (hash of the name); states key the transition
+    # tables on every frame, so use the C identity hash (members are singletons and Enum
+    # equality is identity, so this is consistent).
+    __hash__ = object.__hash__
+
     INIT = "INIT"
     HANDSHAKING = "HANDSHAKING"
     COLD_BOOTING = "COLD_BOOTING"
@@ -35,11 +40,15 @@ class SessionState(Enum):
 class Role(Enum):
     """CLIENT opens the connection and cold-boots (the ai side); NODE answers (the db side)."""
 
+    __hash__ = object.__hash__  # see SessionState
+
     CLIENT = "client"
     NODE = "node"
 
 
 class Action(Enum):
+    __hash__ = object.__hash__  # see SessionState
+
     HELLO = "hello"  # validate hello, back the trust claim, answer CAPABILITY_RESPONSE
     CAP_RESPONSE = "cap_response"  # verify the possession signature; maybe complete
     COLD_BOOT = "cold_boot"  # a COLD_BOOT_REQUEST (needs both capability responses)

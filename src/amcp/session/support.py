@@ -39,6 +39,18 @@ def payload_int(payload: Mapping[str, Any], key: str) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
+# Which start time and which limit each timed state uses (True: time entered the state;
+# False: the start of the active period). A module table: this runs after every frame.
+_TIMED: dict[SessionState, tuple[bool, str]] = {
+    S.INIT: (True, "handshaking"),
+    S.HANDSHAKING: (True, "handshaking"),
+    S.COLD_BOOTING: (True, "cold_booting"),
+    S.ACTIVE: (False, "active_warning"),
+    S.SUSPENDED: (False, "active_max"),
+    S.TERMINATING: (True, "terminating"),
+}
+
+
 def deadline(
     state: SessionState,
     t: Timeouts,
@@ -51,15 +63,10 @@ def deadline(
     if state is S.SYNCING:
         assert sync_started is not None  # SYNCING is only entered with a stream
         return sync_started + t.syncing
-    starts_and_limits = {
-        S.INIT: (entered_at, t.handshaking),
-        S.HANDSHAKING: (entered_at, t.handshaking),
-        S.COLD_BOOTING: (entered_at, t.cold_booting),
-        S.ACTIVE: (active_since, t.active_warning),
-        S.SUSPENDED: (active_since, t.active_max),
-        S.TERMINATING: (entered_at, t.terminating),
-    }
-    if state not in starts_and_limits:
+    timed = _TIMED.get(state)
+    if timed is None:
         return None
-    start, limit = starts_and_limits[state]
-    return start + limit
+    from_entry, limit = timed
+    start = entered_at if from_entry else active_since
+    value: float = getattr(t, limit)
+    return start + value

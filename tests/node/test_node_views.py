@@ -1,0 +1,63 @@
+"""AmfCache: a record's dict is reused only for the very object it was built from, and
+amf_out never changes what the cache holds."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from tests.node.kit import make_memory
+
+from amcp.node.views import AmfCache, amf_out
+
+
+def test_cache_reuses_only_the_same_record_object(tmp_path: Path) -> None:
+    mem = make_memory(tmp_path)
+    try:
+        kid = mem.remember("cached view", scope="team:a").knowledge_id
+        item = mem.read([kid])[0]
+        assert item.record is not None
+        cache = AmfCache(size=4)
+        first = cache.to_dict(item.record)
+        assert cache.to_dict(item.record) is first
+        assert first == item.record.to_dict()
+        # Same id, another object (e.g. a superseded or redacted view): rebuilt.
+        other = item.record.with_causal(superseded_by=kid)
+        rebuilt = cache.to_dict(other)
+        assert rebuilt is not first
+        assert rebuilt == other.to_dict()
+    finally:
+        mem.close()
+
+
+def test_cache_is_bounded_oldest_first(tmp_path: Path) -> None:
+    mem = make_memory(tmp_path)
+    try:
+        ids = [mem.remember(f"record {i}", scope="team:a").knowledge_id for i in range(5)]
+        records = [item.record for item in mem.read(ids)]
+        cache = AmfCache(size=3)
+        built = [cache.to_dict(r) for r in records if r is not None]
+        assert len(cache._entries) == 3
+        assert list(cache._entries) == ids[2:]
+        assert records[0] is not None
+        assert cache.to_dict(records[0]) is not built[0]  # evicted, built again
+    finally:
+        mem.close()
+
+
+def test_amf_out_leaves_the_cached_dict_alone(tmp_path: Path) -> None:
+    mem = make_memory(tmp_path)
+    try:
+        kid = mem.remember("x-state goes on a copy", scope="team:a").knowledge_id
+        item = mem.read([kid])[0]
+        assert item.record is not None
+        cache = AmfCache()
+        out = amf_out(mem, item, time.time(), cache)
+        cached = cache.to_dict(item.record)
+        assert "x-state" in out["vendor_extensions"]
+        assert "x-state" not in (cached.get("vendor_extensions") or {})
+        plain = item.record.to_dict()
+        assert {k: v for k, v in out.items() if k != "vendor_extensions"} == {
+            k: v for k, v in plain.items() if k != "vendor_extensions"}
+    finally:
+        mem.close()
