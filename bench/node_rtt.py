@@ -4,7 +4,12 @@ The node runs in its own process (as in production); the clients run in this one
 event loop. Targets: >= 5,000 round trips/s with 16 concurrent clients, p99 <= 10 ms;
 <= 64 KiB of server RSS per idle (handshaken, cold-booted) connection.
 
-    .venv/bin/python bench/node_rtt.py [--seconds 3] [--repeats 3] [--idle 256]
+    .venv/bin/python bench/node_rtt.py [--seconds 3] [--repeats 3] [--idle 256] [--loop uvloop]
+
+Both processes run on the same event loop kind (``--loop``: uvloop when installed, which is
+what ``amcp.node.run`` picks, or asyncio's own). Besides wall-clock rates, each run reports
+the CPU time each side spent per round trip (server: its process's utime+stime; clients:
+this process's CPU time) — the figure that stays meaningful on a shared, loaded machine.
 
 Writes bench/results/node_rtt.json.
 """
@@ -29,24 +34,31 @@ sys.path.insert(0, str(ROOT / "src"))
 
 from amcp.memory import Memory  # noqa: E402
 from amcp.node import Limits, NodeServer, RetryPolicy, connect  # noqa: E402
+from amcp.node.runtime import loop_name, run  # noqa: E402
 
 RETRY = RetryPolicy(heartbeat=3600.0)
 
 
-def _serve(path: str, port_q: Any, stop: Any, inline: bool) -> None:
+def _serve(path: str, port_q: Any, stop: Any, inline: bool, uv: bool) -> None:
     async def main() -> None:
         mem = Memory(path, embedder="hashing")
         kids = [mem.remember(f"bench record {i}", scope="bench").knowledge_id for i in range(64)]
         server = NodeServer(mem, encryption=False, inline_reads=inline,
                             limits=Limits(max_connections=4096))
         await server.start("127.0.0.1", 0)
-        port_q.put((server.port, kids, os.getpid()))
+        port_q.put((server.port, kids, os.getpid(), loop_name(asyncio.get_running_loop())))
         while not stop.is_set():
             await asyncio.sleep(0.1)
         await server.close()
         mem.close()
 
-    asyncio.run(main())
+    run(main(), prefer_uvloop=uv)
+
+
+def _cpu_s(pid: int) -> float:
+    """utime + stime of process ``pid`` in seconds (/proc/PID/stat fields 14 and 15)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _rss_kib(pid: int) -> int:
@@ -56,7 +68,9 @@ def _rss_kib(pid: int) -> int:
     raise RuntimeError("no VmRSS")
 
 
-async def _rtt(port: int, kids: list[str], clients: int, seconds: float) -> dict[str, float]:
+async def _rtt(
+    port: int, pid: int, kids: list[str], clients: int, seconds: float
+) -> dict[str, float]:
     conns = [await connect("127.0.0.1", port, retry=RETRY) for _ in range(clients)]
     lat: list[float] = []
     loop = asyncio.get_running_loop()
@@ -73,9 +87,11 @@ async def _rtt(port: int, kids: list[str], clients: int, seconds: float) -> dict
 
     for c in conns:  # warm up
         await c.read_ids(kids[:1])
+    server_cpu, client_cpu = _cpu_s(pid), time.process_time()
     started = time.perf_counter()
     await asyncio.gather(*(worker(i, c) for i, c in enumerate(conns)))
     took = time.perf_counter() - started
+    server_cpu, client_cpu = _cpu_s(pid) - server_cpu, time.process_time() - client_cpu
     for c in conns:
         await c.aclose()
     lat.sort()
@@ -83,6 +99,9 @@ async def _rtt(port: int, kids: list[str], clients: int, seconds: float) -> dict
         "rtt_per_s": len(lat) / took,
         "p50_ms": lat[len(lat) // 2] * 1000,
         "p99_ms": lat[int(len(lat) * 0.99)] * 1000,
+        "server_cpu_us_per_rt": server_cpu / len(lat) * 1e6,
+        "client_cpu_us_per_rt": client_cpu / len(lat) * 1e6,
+        "round_trips": len(lat),
     }
 
 
@@ -104,18 +123,28 @@ def run_one(inline: bool, args: argparse.Namespace) -> dict[str, Any]:
     ctx = mp.get_context("spawn")
     with tempfile.TemporaryDirectory() as tmp:
         q, stop = ctx.Queue(), ctx.Event()
-        proc = ctx.Process(target=_serve, args=(str(Path(tmp) / "m.db"), q, stop, inline))
+        uv = args.loop == "uvloop"
+        proc = ctx.Process(target=_serve, args=(str(Path(tmp) / "m.db"), q, stop, inline, uv))
         proc.start()
-        port, kids, pid = q.get(timeout=60)
+        port, kids, pid, server_loop = q.get(timeout=60)
         try:
-            rtts = [asyncio.run(_rtt(port, kids, args.clients, args.seconds))
+            rtts = [run(_rtt(port, pid, kids, args.clients, args.seconds), prefer_uvloop=uv)
                     for _ in range(args.repeats)]
-            idle = asyncio.run(_idle(port, pid, args.idle)) if inline else None
+            idle = run(_idle(port, pid, args.idle), prefer_uvloop=uv) if inline else None
         finally:
             stop.set()
             proc.join(30)
     med = {k: statistics.median(r[k] for r in rtts) for k in rtts[0]}
-    return {"inline_reads": inline, "runs": rtts, "median": med, "idle": idle}
+    return {"inline_reads": inline, "server_loop": server_loop, "runs": rtts, "median": med,
+            "idle": idle}
+
+
+def _has_uvloop() -> bool:
+    try:
+        import uvloop  # noqa: F401
+    except ImportError:
+        return False
+    return True
 
 
 def main() -> None:
@@ -124,7 +153,10 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--clients", type=int, default=16)
     ap.add_argument("--idle", type=int, default=256)
+    ap.add_argument("--loop", choices=("uvloop", "asyncio"),
+                    default="uvloop" if _has_uvloop() else "asyncio")
     args = ap.parse_args()
+    load_before = os.getloadavg()
     results = [run_one(True, args), run_one(False, args)]
     report = {
         "bench": "node_rtt",
@@ -134,13 +166,18 @@ def main() -> None:
         "clients": args.clients,
         "seconds": args.seconds,
         "repeats": args.repeats,
+        "loop": args.loop,
+        # Wall-clock rates on a shared machine depend on everyone else's work: record it.
+        "loadavg_1_5_15": {"before": load_before, "after": os.getloadavg()},
         "targets": {"rtt_per_s": 5000, "p99_ms": 10, "kib_per_idle_connection": 64},
         "results": results,
     }
     for r in results:
         m = r["median"]
         print(f"inline_reads={r['inline_reads']}: {m['rtt_per_s']:.0f} round trips/s, "
-              f"p50 {m['p50_ms']:.2f} ms, p99 {m['p99_ms']:.2f} ms (median of {args.repeats})")
+              f"p50 {m['p50_ms']:.2f} ms, p99 {m['p99_ms']:.2f} ms (median of {args.repeats}); "
+              f"CPU per round trip: server {m['server_cpu_us_per_rt']:.0f} us, "
+              f"clients {m['client_cpu_us_per_rt']:.0f} us [{r['server_loop']}]")
         if r["idle"]:
             i = r["idle"]
             print(f"idle: {i['kib_per_connection']:.1f} KiB server RSS per connection "
@@ -148,7 +185,7 @@ def main() -> None:
     out = ROOT / "bench" / "results" / "node_rtt.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(report, indent=2) + "\n")
-    print(f"wrote {out}")
+    print(f"wrote {out} (load average {report['loadavg_1_5_15']})")
 
 
 if __name__ == "__main__":

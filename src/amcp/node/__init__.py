@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from amcp.node.client import Client, ReadResult, RetryPolicy, SyncClient, WriteAck, connect
     from amcp.node.config import DEFAULT_PORT, Limits
     from amcp.node.link import NodeUnavailable
+    from amcp.node.runtime import run
     from amcp.node.server import NodeServer, serve
 
 _WHERE = {
@@ -23,6 +24,7 @@ _WHERE = {
     "DEFAULT_PORT": "config",
     "Limits": "config",
     "NodeUnavailable": "link",
+    "run": "runtime",
     "NodeServer": "server",
     "serve": "server",
 }
@@ -38,6 +40,7 @@ __all__ = [
     "SyncClient",
     "WriteAck",
     "connect",
+    "run",
     "serve",
 ]
 
