@@ -61,3 +61,22 @@ def test_amf_out_leaves_the_cached_dict_alone(tmp_path: Path) -> None:
             k: v for k, v in plain.items() if k != "vendor_extensions"}
     finally:
         mem.close()
+
+
+def test_iso_matches_datetime_formatting() -> None:
+    from datetime import UTC, datetime
+
+    from amcp.node.views import iso
+
+    def reference(ts: float) -> str:
+        return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+    edges = [0.0, 0.5, 1.0000005, 1.0000015, 1.9999995, 1_764_510_000.0, 1_764_510_000.9999996,
+             1_764_510_000.0000004, 1_764_510_000.123456, 4_102_444_799.999999, 951_782_400.25]
+    import random
+
+    rng = random.Random(7)
+    values = edges + [rng.uniform(0, 4e9) for _ in range(2000)]
+    for ts in values + values[::-1]:  # the second cache is hit and missed both ways
+        assert iso(ts) == reference(ts), ts
+    assert iso(None) is None
