@@ -55,7 +55,7 @@ from amcp.session.state import (
 from amcp.session.support import CausalClock, SyncStream, deadline, payload_int
 from amcp.session.trust import TrustConfig, evaluate_claim
 from amcp.wire.constants import Flag, MsgType
-from amcp.wire.frame import ZERO_SESSION, Frame
+from amcp.wire.frame import ZERO_SESSION, Frame, stamped_frame
 
 S = SessionState
 M = MsgType
@@ -162,17 +162,18 @@ class Session:
 
     def _enter(self, new: SessionState) -> None:
         old = self._state
+        if new is old:  # most frames leave the state as it is
+            return
         if (old, new) in FORBIDDEN:
             raise LocalProtocolError(f"forbidden transition {old.name} -> {new.name}")
-        if new is not old:
-            self._entered_at = self._mono()
-            # The 3.5 h / 4 h clock restarts when a cold boot completes or a suspended
-            # session resumes (a sync opened while suspended is a resume); a sync round
-            # trip from ACTIVE does not reset it.
-            if (new is S.ACTIVE and old is S.COLD_BOOTING) or (
-                old is S.SUSPENDED and new in (S.ACTIVE, S.SYNCING)
-            ):
-                self._active_since = self._entered_at
+        self._entered_at = self._mono()
+        # The 3.5 h / 4 h clock restarts when a cold boot completes or a suspended
+        # session resumes (a sync opened while suspended is a resume); a sync round
+        # trip from ACTIVE does not reset it.
+        if (new is S.ACTIVE and old is S.COLD_BOOTING) or (
+            old is S.SUSPENDED and new in (S.ACTIVE, S.SYNCING)
+        ):
+            self._active_since = self._entered_at
         self._state = new
 
     # ---------------------------------------------------------------------- receive
@@ -222,8 +223,10 @@ class Session:
     ) -> list[ev.Event]:
         events, chosen = outcome
         if chosen is not None and self._state is state:
-            allowed = {nxt, state, S.TERMINATED, ALTERNATIVES.get((state, action), nxt)}
-            if chosen not in allowed:  # pragma: no cover - a handler bug, not peer input
+            # The row's own outcome (the hot path) needs no set of alternatives built.
+            if chosen is not nxt and chosen is not state and chosen is not S.TERMINATED and (
+                chosen is not ALTERNATIVES.get((state, action), nxt)
+            ):  # pragma: no cover - a handler bug, not peer input
                 raise LocalProtocolError(f"{action.value} may not lead to {chosen.name}")
             self._enter(chosen)
         return events
@@ -436,13 +439,8 @@ class Session:
 
     def _stamp(self, mt: MsgType, payload: Mapping[str, Any], flags: Flag = Flag.NONE) -> Frame:
         self._seq_out += 1
-        return Frame(
-            msg_type=mt,
-            payload=dict(payload),
-            seq=self._seq_out,
-            session_id=self._session_id,
-            clock=self._clock.send(),
-            flags=flags,
+        return stamped_frame(
+            mt, dict(payload), self._seq_out, self._session_id, self._clock.send(), flags
         )
 
     def _reply_frame(

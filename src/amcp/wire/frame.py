@@ -34,3 +34,47 @@ class Frame:
             raise ValueError("seq must fit in u64")
         if not 0 <= self.clock < 2**64:
             raise ValueError("clock must fit in u64")
+
+
+class _Shell:
+    """Frame's exact slot layout, so an instance may become a Frame (see stamped_frame)."""
+
+    __slots__ = Frame.__slots__
+
+
+_U64 = 1 << 64
+
+
+def stamped_frame(
+    msg_type: MsgType,
+    payload: Mapping[str, Any],
+    seq: int,
+    session_id: bytes,
+    clock: int,
+    flags: Flag,
+) -> Frame:
+    """``Frame(...)`` with the same checks, minus the frozen dataclass's ``__init__``.
+
+    A frozen dataclass sets each field through ``object.__setattr__``; the session stamps
+    a frame for every message it sends, and that init was several times the cost of the
+    rest. The fields go onto an object with Frame's slot layout whose class is then
+    switched to Frame (the decoder builds its frames the same way): the result is a
+    genuine, immutable Frame.
+    """
+    if len(session_id) != 16:
+        raise ValueError("session_id must be 16 bytes")
+    if not 0 <= seq < _U64:
+        raise ValueError("seq must fit in u64")
+    if not 0 <= clock < _U64:
+        raise ValueError("clock must fit in u64")
+    shell: Any = _Shell()
+    shell.msg_type = msg_type
+    shell.payload = payload
+    shell.seq = seq
+    shell.session_id = session_id
+    shell.clock = clock
+    shell.flags = flags
+    shell.version = VERSION_1_0
+    shell.__class__ = Frame
+    frame: Frame = shell
+    return frame
