@@ -36,11 +36,47 @@ def _normalise(value: Any, path: str) -> Any:
     raise ValidationError(path or "<root>", f"{type(value).__name__} cannot be encoded canonically")
 
 
+class _Refused(Exception):
+    """Raised by ``_fast`` where ``_normalise`` raises; ``_normalise`` then names the path."""
+
+
+_SCALARS = (bool, int, str, bytes, float)
+
+
+def _key(kv: tuple[str, Any]) -> str:
+    return kv[0]
+
+
+def _fast(value: Any) -> Any:
+    """``_normalise`` without building a path string per item (the write path's hot spot:
+    several packs per stored record). Sorting by ``str`` is sorting by UTF-8 bytes: both
+    order by code point (an unencodable key fails in msgpack just as in ``.encode``)."""
+    if value is None or isinstance(value, _SCALARS):
+        return value
+    if isinstance(value, Mapping):
+        items: list[tuple[str, Any]] = []
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise _Refused
+            if item is None:
+                continue
+            items.append((key, item if type(item) is str else _fast(item)))
+        items.sort(key=_key)
+        return dict(items)
+    if isinstance(value, Sequence):
+        return [_fast(v) for v in value]
+    raise _Refused
+
+
 def canonical_packb(value: Any) -> bytes:
     """Encode ``value`` as canonical MessagePack bytes."""
+    try:
+        normal = _fast(value)
+    except _Refused:
+        normal = _normalise(value, "")  # raises the ValidationError naming the field
     # use_single_float=False keeps every float as float64; dicts keep insertion order, which
-    # _normalise made the sorted order.
+    # the normalisation made the sorted order.
     packed: bytes = msgpack.packb(
-        _normalise(value, ""), use_bin_type=True, use_single_float=False, strict_types=False
+        normal, use_bin_type=True, use_single_float=False, strict_types=False
     )
     return packed

@@ -79,6 +79,21 @@ class PutResult:
     knowledge_id: str
     created: bool  # False: an identical record was already stored (idempotent re-write)
     hlc: int
+    rowid: int | None = None  # the record's row (vector index key) when the store has one
+
+
+@dataclass(frozen=True, slots=True)
+class PutItem:
+    """One record for ``Store.put_many``: ``put``'s arguments as a value."""
+
+    record: AMFRecord
+    hlc: int
+    vector: np.ndarray | None = None
+    index_text: str | None = None
+    index_context: str | None = None
+    sensitive: bool = False
+    expires_at: float | None = None
+    lifecycle: Lifecycle = Lifecycle.ACTIVE
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,6 +155,11 @@ class Store(Protocol):
         expires_at: float | None = None,
         lifecycle: Lifecycle = Lifecycle.ACTIVE,
     ) -> PutResult: ...
+
+    def put_many(self, items: Sequence[PutItem]) -> list[PutResult]:
+        """``put`` each item in order, in one transaction; same results and errors (a
+        conflict or purged id fails the whole batch). The bulk path of imports and ingest."""
+        ...
 
     def get(self, knowledge_id: str) -> StoredRecord | None: ...
 

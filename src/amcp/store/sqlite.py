@@ -37,6 +37,7 @@ from amcp.store.base import (
     Change,
     ChangeOp,
     IntegrityReport,
+    PutItem,
     PutResult,
     RecordFilter,
     RecordState,
@@ -58,6 +59,7 @@ STATE_COLS = (
 _DAY = 86_400
 _DECODED_CACHE = 20_000  # decoded records kept; ~2 KB each
 _EVENTS_MIGRATION = 3  # the schema version that added record_events (see _backfill_events)
+_IN_CHUNK = 500  # ids per "IN (...)" lookup: below SQLite's default 999 bound parameters
 
 
 def _connect(path: Path, timeout_s: float) -> sqlite3.Connection:
@@ -270,73 +272,129 @@ class SQLiteStore(IndexReads):
         expires_at: float | None = None,
         lifecycle: Lifecycle = Lifecycle.ACTIVE,
     ) -> PutResult:
-        kid = record.knowledge_id
+        item = PutItem(
+            record, hlc, vector, index_text, index_context, sensitive, expires_at, lifecycle
+        )
+        return self.put_many([item])[0]
+
+    def put_many(self, items: Sequence[PutItem]) -> list[PutResult]:
+        """Store records in one transaction with one statement per table.
+
+        Row ids are assigned here (max + 1, what SQLite would pick) so the scope, tag,
+        event, lexical and vector rows can be inserted in bulk too; the change-log hashes
+        are chained in order, exactly as one ``put`` after another would chain them.
+        """
+        results: list[PutResult] = []
         with self.atomic():
-            row = self._db.execute(
-                "SELECT checksum, lifecycle, hlc FROM records WHERE knowledge_id=?", (kid,)
-            ).fetchone()
-            if row is not None:
-                if row[1] == Lifecycle.PURGED:
-                    raise GoneError(f"{kid} was purged and cannot be stored again")
-                if row[0] == record.integrity.checksum:
-                    return PutResult(kid, created=False, hlc=row[2])
-                raise ConflictError(
-                    f"{kid} already exists with different content; write a new record that "
-                    "supersedes it"
+            known = self._known(list(dict.fromkeys(i.record.knowledge_id for i in items)))
+            seq, prev = self._last_change()
+            top = self._db.execute("SELECT COALESCE(MAX(rowid), 0) FROM records").fetchone()
+            rowid = int(top[0])
+            records: list[tuple[Any, ...]] = []
+            changes: list[tuple[Any, ...]] = []
+            scopes: list[tuple[int, str]] = []
+            tags: list[tuple[int, str]] = []
+            events: list[tuple[int, str]] = []
+            lexical: list[tuple[int, str, str]] = []
+            vectors: list[tuple[int, bytes]] = []
+            now = time.time()
+            for item in items:
+                record = item.record
+                kid = record.knowledge_id
+                checksum = record.integrity.checksum
+                row = known.get(kid)
+                if row is not None:
+                    if row[1] == Lifecycle.PURGED:
+                        raise GoneError(f"{kid} was purged and cannot be stored again")
+                    if row[0] == checksum:
+                        results.append(PutResult(kid, created=False, hlc=row[2], rowid=row[3]))
+                        continue
+                    raise ConflictError(
+                        f"{kid} already exists with different content; write a new record "
+                        "that supersedes it"
+                    )
+                body = canonical_packb(record.to_dict())
+                if item.sensitive:
+                    body = self.keyring.seal(body, kid.encode())
+                details = {
+                    "checksum": checksum,
+                    "type": record.type.value,
+                    "scopes": list(record.meta.project_scope),
+                    "lifecycle": item.lifecycle.value,
+                }
+                seq += 1
+                rowid += 1
+                prev = link_hash(prev, seq, item.hlc, ChangeOp.PUT.value, kid, details)
+                changes.append(
+                    (seq, item.hlc, ChangeOp.PUT.value, kid, canonical_packb(details), prev)
                 )
-            body = canonical_packb(record.to_dict())
-            if sensitive:
-                body = self.keyring.seal(body, kid.encode())
-            details = {
-                "checksum": record.integrity.checksum,
-                "type": record.type.value,
-                "scopes": list(record.meta.project_scope),
-                "lifecycle": lifecycle.value,
-            }
-            seq = self._append_change(ChangeOp.PUT, kid, hlc, details)
-            cur = self._db.execute(
-                "INSERT INTO records(knowledge_id, type, kind, subject, created_at, created_by,"
-                " lifecycle, hlc, expires_at, sensitive, checksum, content_key, body, stored_at,"
-                " chain_seq) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                (
-                    kid,
-                    record.type.value,
-                    record.kind,
-                    record.core.subject,
-                    record.meta.created_at,
-                    record.meta.created_by,
-                    lifecycle.value,
-                    hlc,
-                    expires_at,
-                    int(sensitive),
-                    record.integrity.checksum,
-                    content_key(record),
-                    body,
-                    time.time(),
-                    seq,
-                ),
-            )
-            rowid = cur.lastrowid
-            self._db.executemany(
-                "INSERT OR IGNORE INTO record_scopes(rid, scope) VALUES (?,?)",
-                [(rowid, s) for s in record.meta.project_scope],
-            )
-            self._db.executemany(
-                "INSERT OR IGNORE INTO record_tags(rid, tag) VALUES (?,?)",
-                [(rowid, t) for t in record.tags],
-            )
-            self._index_events(rowid, record)
-            if index_text or index_context:
-                self._db.execute(
-                    "INSERT INTO records_fts(rowid, terms, context) VALUES (?,?,?)",
-                    (rowid, index_text or "", index_context or ""),
+                records.append(
+                    (
+                        rowid,
+                        kid,
+                        record.type.value,
+                        record.kind,
+                        record.core.subject,
+                        record.meta.created_at,
+                        record.meta.created_by,
+                        item.lifecycle.value,
+                        item.hlc,
+                        item.expires_at,
+                        int(item.sensitive),
+                        checksum,
+                        content_key(record),
+                        body,
+                        now,
+                        seq,
+                    )
                 )
-            if vector is not None:
-                self._db.execute(
-                    "INSERT INTO vectors(rowid, vec) VALUES (?,?)",
-                    (rowid, _vector_bytes(vector)),
-                )
-        return PutResult(kid, created=True, hlc=hlc)
+                scopes.extend((rowid, s) for s in record.meta.project_scope)
+                tags.extend((rowid, t) for t in record.tags)
+                decay = record.meta.decay_model
+                if decay is not None and decay.invalidation_events:
+                    events.extend((rowid, e) for e in decay.invalidation_events)
+                if item.index_text or item.index_context:
+                    lexical.append((rowid, item.index_text or "", item.index_context or ""))
+                if item.vector is not None:
+                    vectors.append((rowid, _vector_bytes(item.vector)))
+                # A second copy later in the same batch is a re-write of this one.
+                known[kid] = (checksum, item.lifecycle.value, item.hlc, rowid)
+                results.append(PutResult(kid, created=True, hlc=item.hlc, rowid=rowid))
+            if not records:
+                return results
+            db = self._db
+            db.executemany(
+                "INSERT INTO changes(seq, hlc, op, knowledge_id, details, hash) "
+                "VALUES (?,?,?,?,?,?)",
+                changes,
+            )
+            self._dirty_head = True
+            db.executemany(
+                "INSERT INTO records(rowid, knowledge_id, type, kind, subject, created_at,"
+                " created_by, lifecycle, hlc, expires_at, sensitive, checksum, content_key, body,"
+                " stored_at, chain_seq) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                records,
+            )
+            db.executemany("INSERT OR IGNORE INTO record_scopes(rid, scope) VALUES (?,?)", scopes)
+            db.executemany("INSERT OR IGNORE INTO record_tags(rid, tag) VALUES (?,?)", tags)
+            db.executemany("INSERT OR IGNORE INTO record_events(rid, event) VALUES (?,?)", events)
+            db.executemany("INSERT INTO records_fts(rowid, terms, context) VALUES (?,?,?)", lexical)
+            db.executemany("INSERT INTO vectors(rowid, vec) VALUES (?,?)", vectors)
+        return results
+
+    def _known(self, knowledge_ids: list[str]) -> dict[str, tuple[Any, ...]]:
+        """(checksum, lifecycle, hlc, rowid) of those ids already stored."""
+        found: dict[str, tuple[Any, ...]] = {}
+        for start in range(0, len(knowledge_ids), _IN_CHUNK):
+            chunk = knowledge_ids[start : start + _IN_CHUNK]
+            marks = ",".join("?" * len(chunk))
+            for kid, *rest in self._db.execute(
+                "SELECT knowledge_id, checksum, lifecycle, hlc, rowid FROM records"
+                f" WHERE knowledge_id IN ({marks})",
+                chunk,
+            ):
+                found[kid] = tuple(rest)
+        return found
 
     def set_state(
         self,
