@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from amcp.amf.compose import compose_record, enum_value
-from amcp.amf.ids import check_size, parse_record, verify_integrity
+from amcp.amf.ids import check_size, content_key, parse_record, verify_integrity
 from amcp.amf.record import AMFRecord
 from amcp.amf.redact import redact
 from amcp.amf.timefmt import normalise_timestamp, parse_ts
@@ -34,7 +34,14 @@ from amcp.keyring import Keyring
 from amcp.retrieval.indexing import embed_text, index_context, index_text
 from amcp.retrieval.lexical import index_terms
 from amcp.retrieval.search import Hit, HybridSearcher
-from amcp.store.base import ChangeOp, RecordFilter, Store, StoredRecord, StoreStats
+from amcp.store.base import (
+    ChangeOp,
+    PutItem,
+    RecordFilter,
+    Store,
+    StoredRecord,
+    StoreStats,
+)
 from amcp.store.sqlite import SQLiteStore
 
 if TYPE_CHECKING:  # numpy and embedders load on first use: lexical-only readers skip them
@@ -117,10 +124,14 @@ class Memory:
                 )
             return None
         if isinstance(choice, str):
+            from amcp.retrieval.embedders import MINILM_NAMES, get_embedder
+
             if choice == "auto" and recorded and recorded.startswith("hashing-"):
                 choice = "hashing"
-            from amcp.retrieval.embedders import get_embedder
-
+            elif recorded and recorded.lower() in MINILM_NAMES and _unpinned_minilm(choice):
+                # "auto"/"minilm" reopen a MiniLM store in the precision it was indexed
+                # with (fp32 stores predate int8 becoming the default).
+                choice = recorded
             embedder = get_embedder(choice)
         else:
             embedder = choice
@@ -244,28 +255,16 @@ class Memory:
         vector: np.ndarray | None = None,
         check_near: bool = True,
     ) -> WriteOutcome:
-        hlc = self.clock.send()
-        if record.causal is None or record.causal.hlc is None:
-            record = record.with_causal(hlc=str(Timestamp.unpack(hlc, self.clock.node)))
-        expires_at = _expiry(record)
-        if expires_at is not None and expires_at <= time.time():
-            lifecycle = Lifecycle.ARCHIVED
         if vector is None:
             vector = self._embed_one(record, sensitive)
         near = self._near_duplicates(record, vector) if vector is not None and check_near else []
+        item = self._put_item(record, sensitive=sensitive, lifecycle=lifecycle, vector=vector)
         with self.atomic():
-            result = self.store.put(
-                record,
-                hlc=hlc,
-                vector=vector,
-                index_text=index_terms(index_text(record, sensitive)),
-                index_context=index_terms(index_context(record, sensitive)),
-                sensitive=sensitive,
-                expires_at=expires_at,
-                lifecycle=lifecycle,
-            )
-            if result.created and vector is not None and lifecycle is Lifecycle.ACTIVE:
-                rowid = self.store.rowid_of(record.knowledge_id)
+            result = self.store.put_many([item])[0]
+            if result.created and vector is not None and item.lifecycle is Lifecycle.ACTIVE:
+                rowid = result.rowid
+                if rowid is None:  # a store that does not report it
+                    rowid = self.store.rowid_of(record.knowledge_id)
                 if rowid is not None:
                     self.searcher.added(rowid, vector)
         return WriteOutcome(
@@ -286,10 +285,14 @@ class Memory:
 
         The bulk path (imports, batch ingest): same rules as ``put`` — identical re-writes
         answer "already stored", same id with other content is a conflict, purged ids are
-        refused — but near-duplicate checks are skipped.
+        refused, and with ``dedup`` a record saying what a stored one (or an earlier one in
+        the batch) says answers "already stored" with that one's id — but near-duplicate
+        checks are skipped.
         """
         out: list[WriteOutcome | None] = []
         fresh: list[tuple[int, AMFRecord, bool]] = []
+        same_in_batch: dict[str, int] = {}  # content key -> index in `fresh`
+        copies: list[tuple[int, int]] = []  # (index in `out`, index in `fresh`)
         for record, sensitive in records:
             existing = self.store.get(record.knowledge_id)
             if existing is not None:
@@ -299,22 +302,82 @@ class Memory:
                     raise ConflictError(f"{record.knowledge_id} exists with different content")
                 out.append(WriteOutcome(record.knowledge_id, Status.OK, existing.state.hlc))
                 continue
-            same = self.store.find_same_content(record) if dedup else None
-            if same is not None:
-                out.append(
-                    WriteOutcome(same.knowledge_id, Status.OK, same.state.hlc, same.knowledge_id)
-                )
-                continue
+            if dedup:
+                same = self.store.find_same_content(record)
+                if same is not None:
+                    out.append(
+                        WriteOutcome(
+                            same.knowledge_id, Status.OK, same.state.hlc, same.knowledge_id
+                        )
+                    )
+                    continue
+                key = content_key(record)
+                if key in same_in_batch:
+                    copies.append((len(out), same_in_batch[key]))
+                    out.append(None)
+                    continue
+                same_in_batch[key] = len(fresh)
             fresh.append((len(out), record, sensitive))
             out.append(None)
         vectors = self._embed_many([(r, s) for _i, r, s in fresh])
         with self.atomic():
-            for n, (i, record, sensitive) in enumerate(fresh):
-                vec = vectors[n] if vectors is not None else None
-                out[i] = self._store_new(
-                    record, sensitive=sensitive, lifecycle=lifecycle, vector=vec, check_near=False
+            items: list[PutItem] = []
+            for n, (_i, record, sensitive) in enumerate(fresh):
+                items.append(
+                    self._put_item(
+                        record,
+                        sensitive=sensitive,
+                        lifecycle=lifecycle,
+                        vector=vectors[n] if vectors is not None else None,
+                    )
                 )
+            results = self.store.put_many(items)
+            for (i, _r, _s), item, result in zip(fresh, items, results, strict=True):
+                out[i] = WriteOutcome(
+                    result.knowledge_id,
+                    Status.CREATED if result.created else Status.OK,
+                    result.hlc,
+                )
+                if (
+                    result.created
+                    and item.vector is not None
+                    and item.lifecycle is Lifecycle.ACTIVE
+                ):
+                    rowid = result.rowid
+                    if rowid is None:
+                        rowid = self.store.rowid_of(result.knowledge_id)
+                    if rowid is not None:
+                        self.searcher.added(rowid, item.vector)
+        for i, first in copies:
+            kid, hlc = results[first].knowledge_id, results[first].hlc
+            out[i] = WriteOutcome(kid, Status.OK, hlc, kid)
         return [o for o in out if o is not None]
+
+    def _put_item(
+        self,
+        record: AMFRecord,
+        *,
+        sensitive: bool,
+        lifecycle: Lifecycle,
+        vector: np.ndarray | None,
+    ) -> PutItem:
+        """Stamp a record with a fresh HLC and work out what the store needs for it."""
+        hlc = self.clock.send()
+        if record.causal is None or record.causal.hlc is None:
+            record = record.with_causal(hlc=str(Timestamp.unpack(hlc, self.clock.node)))
+        expires_at = _expiry(record)
+        if expires_at is not None and expires_at <= time.time():
+            lifecycle = Lifecycle.ARCHIVED
+        return PutItem(
+            record,
+            hlc,
+            vector,
+            index_terms(index_text(record, sensitive)),
+            index_terms(index_context(record, sensitive)),
+            sensitive,
+            expires_at,
+            lifecycle,
+        )
 
     def supersede(
         self, old_id: str, text: str | None = None, *, sensitive: bool = False, **fields: Any
@@ -594,6 +657,14 @@ class Memory:
         from amcp.evolution.distill import distill
 
         return distill(self, from_amql, into=into, confidence_threshold=confidence_threshold)
+
+
+def _unpinned_minilm(choice: str) -> bool:
+    """``auto`` or a MiniLM name that leaves the precision open (``minilm``)."""
+    from amcp.retrieval.embedders import MINILM_NAMES
+
+    key = choice.strip().lower()
+    return key in ("auto", "default", "") or (key in MINILM_NAMES and MINILM_NAMES[key] is None)
 
 
 def _expiry(record: AMFRecord) -> float | None:

