@@ -5,11 +5,13 @@ scopes and types), ingested through ``Memory.remember_many`` in batches — the 
 embeds a batch at once — and queried with 300 distinct questions through ``Memory.recall``.
 
     .venv/bin/python bench/latency.py [--sizes 10000 100000] [--embedder minilm]
+    .venv/bin/python bench/latency.py --ingest-only --sizes 10000 [--embedder minilm-int8]
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import random
 import sys
 import tempfile
@@ -132,7 +134,9 @@ def question(rng: random.Random) -> str:
     return f"what do we know about {rng.choice(THINGS)} and {rng.choice(ASPECTS)}?"
 
 
-def run(size: int, embedder: str, queries: int, batch: int) -> dict[str, float]:
+def run(
+    size: int, embedder: str, queries: int, batch: int, recall: bool = True
+) -> dict[str, float]:
     rng = random.Random(size)
     with tempfile.TemporaryDirectory() as tmp:
         mem = Memory(Path(tmp) / "lat.db", embedder=embedder)
@@ -149,6 +153,10 @@ def run(size: int, embedder: str, queries: int, batch: int) -> dict[str, float]:
             ]
             mem.remember_many(items)
         ingest_s = time.perf_counter() - t0
+        if not recall:  # --ingest-only
+            model = mem.embedder.model_id if mem.embedder else "none"
+            mem.close()
+            return {"size": size, "ingest_per_s": size / ingest_s, "model": model}
         qrng = random.Random(7)
         mem.recall("warm up the index and the model")  # first query builds the vector index
         if mem.searcher.index is not None and hasattr(mem.searcher.index, "wait_for_ann"):
@@ -183,8 +191,27 @@ def main() -> None:
     ap.add_argument("--embedder", default="minilm")
     ap.add_argument("--queries", type=int, default=300)
     ap.add_argument("--batch", type=int, default=512)
+    ap.add_argument(
+        "--ingest-only",
+        action="store_true",
+        help="time ingest only (no recall); writes latency_ingest_<embedder>.json",
+    )
     args = ap.parse_args()
     rows = []
+    if args.ingest_only:
+        for size in args.sizes:
+            load = os.getloadavg()[0]
+            row = run(size, args.embedder, args.queries, args.batch, recall=False)
+            row |= {"batch": args.batch, "load_avg_1m": [load, os.getloadavg()[0]]}
+            rows.append(row)
+            print(
+                f"{size:>7} memories ({row['model']}): ingest {row['ingest_per_s']:.0f}/s, "
+                f"load {load:.1f}",
+                flush=True,
+            )
+        name = "latency_ingest_" + args.embedder.replace("/", "_")
+        print(f"wrote {save(name, {'embedder': args.embedder, 'rows': rows})}")
+        return
     for size in args.sizes:
         row = run(size, args.embedder, args.queries, args.batch)
         rows.append(row)

@@ -130,7 +130,7 @@ class Memory:
                 choice = "hashing"
             elif recorded and recorded.lower() in MINILM_NAMES and _unpinned_minilm(choice):
                 # "auto"/"minilm" reopen a MiniLM store in the precision it was indexed
-                # with (fp32 stores predate int8 becoming the default).
+                # with: one made with minilm-int8 stays int8 without naming it each time.
                 choice = recorded
             embedder = get_embedder(choice)
         else:

@@ -421,8 +421,8 @@ def get_embedder(name: str = "auto", **opts: Any) -> Embedder:
     """Build an embedder by name: ``minilm``, ``hashing``, ``openai`` or ``auto``.
 
     ``auto`` is MiniLM when the packaged model and a runtime are installed, else hashing.
-    ``minilm`` is the int8 MiniLM when onnxruntime is installed, else fp32; ``minilm-fp32``
-    and ``minilm-int8`` (or the model ids) pin one. Options are passed to the constructor
+    ``minilm`` is the default precision (fp32); ``minilm-fp32`` and ``minilm-int8`` (or the
+    model ids) pin one. Options are passed to the constructor
     (``dim`` for hashing; ``base_url``, ``model``, ``api_key``... for openai; ``backend``,
     ``precision`` for minilm).
     """
