@@ -1,6 +1,6 @@
 """Embedding and vector-search speed: the latency budget of recall and the cost of ingest.
 
-    .venv/bin/python bench/embed_speed.py [--quick] [--torch] [--repeat N]
+    .venv/bin/python bench/embed_speed.py [--quick] [--torch] [--int8] [--repeat N]
 
 * query embedding latency (p50/p95) over >= 200 distinct real questions (LoCoMo QA), one
   at a time, as recall does it;
@@ -121,6 +121,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true", help="skip the 100k vector bench")
     ap.add_argument("--torch", action="store_true", help="also time the torch backend")
+    ap.add_argument("--int8", action="store_true", help="also time the int8 model (onnx)")
     ap.add_argument("--repeat", type=int, default=3)
     args = ap.parse_args()
 
@@ -143,8 +144,13 @@ def main() -> None:
         "repeat": args.repeat,
     }
     backends = ["onnx", "torch"] if args.torch else ["onnx"]
+    if args.int8:
+        backends.append("onnx_int8")
     for backend in backends:
-        emb = MiniLMEmbedder(backend=backend)
+        if backend == "onnx_int8":
+            emb = MiniLMEmbedder(backend="onnx", precision="int8")
+        else:
+            emb = MiniLMEmbedder(backend=backend, precision="fp32")
         t = time.perf_counter()
         emb.load()
         load_s = time.perf_counter() - t
