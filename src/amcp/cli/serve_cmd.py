@@ -88,8 +88,10 @@ def serve(
             finally:
                 await server.close()
 
+        from amcp.node.runtime import run  # uvloop when installed: ~half the loop's cost
+
         with contextlib.suppress(KeyboardInterrupt, asyncio.CancelledError):
-            asyncio.run(main())
+            run(main())
 
 
 @trust_app.command("anchor")

@@ -58,8 +58,27 @@ STATE_COLS = (
 )
 _DAY = 86_400
 _DECODED_CACHE = 20_000  # decoded records kept; ~2 KB each
+_ACCESS_FLUSH_S = 1.0  # buffered access counts reach the file at most this late
+_ACCESS_FLUSH_N = 512  # ... or once this many records have buffered counts
 _EVENTS_MIGRATION = 3  # the schema version that added record_events (see _backfill_events)
 _IN_CHUNK = 500  # ids per "IN (...)" lookup: below SQLite's default 999 bound parameters
+
+
+class _PendingAccess:
+    """Access counts of one record not yet written (see ``SQLiteStore.touch``)."""
+
+    __slots__ = ("count", "days", "last")
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.last = 0.0
+        self.days: dict[int, int] = {}
+
+    def merge(self, newer: _PendingAccess) -> None:
+        self.count += newer.count
+        self.last = newer.last
+        for day, n in newer.days.items():
+            self.days[day] = self.days.get(day, 0) + n
 
 
 def _connect(path: Path, timeout_s: float) -> sqlite3.Connection:
@@ -85,6 +104,8 @@ class SQLiteStore(IndexReads):
         self._depth = 0
         self._dirty_head = False
         self._decoded: OrderedDict[tuple[str, str], AMFRecord] = OrderedDict()
+        self._pending_access: dict[str, _PendingAccess] = {}
+        self._pending_since = 0.0
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._db = _connect(self.path, lock_timeout_s)
@@ -175,7 +196,12 @@ class SQLiteStore(IndexReads):
 
     def close(self) -> None:
         with self._lock:
-            self._db.close()
+            try:
+                self.flush_access()
+            except AmcpError:
+                pass  # locked by another writer: a second of advisory access counts is lost
+            finally:
+                self._db.close()
 
     @contextmanager
     def atomic(self) -> Iterator[None]:
@@ -476,6 +502,7 @@ class SQLiteStore(IndexReads):
             self._db.execute("DELETE FROM record_tags WHERE rid=?", (rowid,))
             self._db.execute("DELETE FROM record_events WHERE rid=?", (rowid,))
             self._db.execute("DELETE FROM access_daily WHERE rid=?", (rowid,))
+            self._pending_access.pop(knowledge_id, None)
 
     def _require_live(self, knowledge_id: str, *, allow_purged: bool = False) -> int:
         row = self._db.execute(
@@ -488,31 +515,78 @@ class SQLiteStore(IndexReads):
         return int(row[0])
 
     def touch(self, knowledge_ids: Sequence[str], when: float) -> None:
+        """Count an access. Counts are buffered and written in one transaction per
+        ``_ACCESS_FLUSH_S`` / ``_ACCESS_FLUSH_N`` (and on close): a write transaction per read
+        was three quarters of a node's MEMORY_READ cost. Every read of this store sees the
+        buffered counts (``_overlay``); other processes see them at most a second late, and a
+        crash loses at most that second of access statistics, which are advisory."""
         if not knowledge_ids:
             return
         day = int(when // _DAY)
-        with self.atomic():
+        with self._lock:
+            pending = self._pending_access
             for kid in knowledge_ids:
-                self._db.execute(
-                    "UPDATE records SET access_count=access_count+1, last_access=? "
-                    "WHERE knowledge_id=?",
-                    (when, kid),
-                )
-                self._db.execute(
-                    "INSERT INTO access_daily(rid, day, count) "
-                    "SELECT rowid, ?, 1 FROM records WHERE knowledge_id=? "
-                    "ON CONFLICT(rid, day) DO UPDATE SET count=count+1",
-                    (day, kid),
-                )
+                entry = pending.get(kid)
+                if entry is None:
+                    entry = pending[kid] = _PendingAccess()
+                entry.count += 1
+                entry.last = when
+                entry.days[day] = entry.days.get(day, 0) + 1
+            now = time.monotonic()
+            if not self._pending_since:
+                self._pending_since = now
+            if len(pending) >= _ACCESS_FLUSH_N or now - self._pending_since >= _ACCESS_FLUSH_S:
+                self.flush_access()
+
+    def flush_access(self) -> None:
+        """Write the buffered access counts (one transaction). On failure (another writer
+        holds the lock) the counts stay buffered for the next attempt."""
+        with self._lock:
+            pending = self._pending_access
+            if not pending:
+                return
+            self._pending_access, self._pending_since = {}, 0.0
+            try:
+                with self.atomic():
+                    self._db.executemany(
+                        "UPDATE records SET access_count=access_count+?, last_access=? "
+                        "WHERE knowledge_id=?",
+                        [(e.count, e.last, kid) for kid, e in pending.items()],
+                    )
+                    self._db.executemany(
+                        "INSERT INTO access_daily(rid, day, count) "
+                        "SELECT rowid, ?, ? FROM records WHERE knowledge_id=? "
+                        "AND lifecycle != 'purged' "
+                        "ON CONFLICT(rid, day) DO UPDATE SET count=count+excluded.count",
+                        [(day, n, kid) for kid, e in pending.items() for day, n in e.days.items()],
+                    )
+            except BaseException:
+                for kid, e in pending.items():  # keep them, merged with any newer ones
+                    newer = self._pending_access.get(kid)
+                    if newer is not None:
+                        e.merge(newer)
+                    self._pending_access[kid] = e
+                self._pending_since = self._pending_since or time.monotonic()
+                raise
+
+    def _access_fields(self, kid: str, count: int, last: float | None) -> dict[str, Any]:
+        """The stored access columns plus what is still buffered for ``kid``."""
+        entry = self._pending_access.get(kid)
+        if entry is None:
+            return {"access_count": count, "last_access": last}
+        return {"access_count": count + entry.count, "last_access": entry.last}
 
     def access_count_since(self, knowledge_id: str, since: float) -> int:
+        since_day = int(since // _DAY)
         with self._lock:
             row = self._db.execute(
                 "SELECT COALESCE(SUM(a.count),0) FROM access_daily a JOIN records r "
                 "ON r.rowid=a.rid WHERE r.knowledge_id=? AND a.day>=?",
-                (knowledge_id, int(since // _DAY)),
+                (knowledge_id, since_day),
             ).fetchone()
-        return int(row[0])
+            entry = self._pending_access.get(knowledge_id)
+            buffered = sum(n for d, n in entry.days.items() if d >= since_day) if entry else 0
+        return int(row[0]) + buffered
 
     def set_weight(self, knowledge_id: str, weight: float) -> None:
         with self.atomic():
@@ -536,8 +610,8 @@ class SQLiteStore(IndexReads):
         return [
             StateRow(kid, KnowledgeType(ktype), RecordState(
                 lifecycle=Lifecycle(life), hlc=hlc, superseded_by=sup, reason=reason,
-                expires_at=exp, sensitive=bool(sens), weight=weight, access_count=count,
-                last_access=last, stored_at=stored,
+                expires_at=exp, sensitive=bool(sens), weight=weight,
+                **self._access_fields(kid, count, last), stored_at=stored,
             ), created)
             for kid, ktype, life, hlc, sup, reason, exp, sens, weight, count, last, stored, created
             in rows
@@ -577,8 +651,7 @@ class SQLiteStore(IndexReads):
             expires_at=expires,
             sensitive=bool(sensitive),
             weight=weight,
-            access_count=count,
-            last_access=last,
+            **self._access_fields(kid, count, last),
             stored_at=stored,
         )
         if body is None:
@@ -641,8 +714,8 @@ class SQLiteStore(IndexReads):
              body, checksum) = row
             state = RecordState(
                 lifecycle=Lifecycle(life), hlc=hlc, superseded_by=sup, reason=reason,
-                expires_at=exp, sensitive=bool(sens), weight=weight, access_count=count,
-                last_access=last, stored_at=stored,
+                expires_at=exp, sensitive=bool(sens), weight=weight,
+                **self._access_fields(kid, count, last), stored_at=stored,
             )
             out.append((kid, state, None if sens else body, checksum))
         return out

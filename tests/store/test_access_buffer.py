@@ -1,0 +1,106 @@
+"""Access counts are buffered (one write transaction per second, not per read) but every read
+of the same store sees them, they survive close, and a purge drops them."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from amcp.memory import Memory
+from amcp.store import sqlite as sqlite_mod
+
+
+def _on_disk(path: Path, kid: str) -> tuple[int, int]:
+    with sqlite3.connect(path) as db:
+        count = db.execute(
+            "SELECT access_count FROM records WHERE knowledge_id=?", (kid,)
+        ).fetchone()[0]
+        daily = db.execute(
+            "SELECT COALESCE(SUM(a.count),0) FROM access_daily a JOIN records r "
+            "ON r.rowid=a.rid WHERE r.knowledge_id=?", (kid,)
+        ).fetchone()[0]
+    return int(count), int(daily)
+
+
+@pytest.fixture
+def mem(tmp_path: Path) -> Iterator[Memory]:
+    m = Memory(tmp_path / "m.db", embedder="hashing")
+    yield m
+    m.close()
+
+
+def test_buffered_counts_are_visible_to_every_read(mem: Memory, tmp_path: Path) -> None:
+    kid = mem.remember("the build uses ninja", scope="p").knowledge_id
+    for _ in range(3):
+        mem.read([kid])
+    assert _on_disk(tmp_path / "m.db", kid) == (0, 0)  # not written yet
+    got = mem.store.get(kid)
+    assert got is not None and got.state.access_count == 3
+    assert got.state.last_access is not None
+    assert mem.store.access_count_since(kid, 0.0) == 3
+    [row] = [r for r in mem.store.states(sqlite_mod.RecordFilter()) if r.knowledge_id == kid]
+    assert row.state.access_count == 3
+    [(_, state, _, _)] = mem.store.raw_bodies([kid])
+    assert state.access_count == 3
+
+
+def test_close_writes_them(tmp_path: Path) -> None:
+    m = Memory(tmp_path / "m.db", embedder="hashing")
+    kid = m.remember("tabs, not spaces", scope="p").knowledge_id
+    m.read([kid])
+    m.read([kid])
+    m.close()
+    assert _on_disk(tmp_path / "m.db", kid) == (2, 2)
+    again = Memory(tmp_path / "m.db", embedder="hashing")
+    try:
+        got = again.store.get(kid)
+        assert got is not None and got.state.access_count == 2
+        assert again.store.access_count_since(kid, 0.0) == 2
+    finally:
+        again.close()
+
+
+def test_flush_by_count_and_by_age(mem: Memory, tmp_path: Path,
+                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    kids = [mem.remember(f"fact number {i}", scope="p").knowledge_id for i in range(3)]
+    monkeypatch.setattr(sqlite_mod, "_ACCESS_FLUSH_N", 3)
+    mem.read(kids[:2])
+    assert _on_disk(tmp_path / "m.db", kids[0]) == (0, 0)
+    mem.read(kids[2:])  # the third distinct record reaches the threshold
+    assert _on_disk(tmp_path / "m.db", kids[0]) == (1, 1)
+    assert _on_disk(tmp_path / "m.db", kids[2]) == (1, 1)
+    monkeypatch.setattr(sqlite_mod, "_ACCESS_FLUSH_S", 0.0)
+    mem.read(kids[:1])
+    assert _on_disk(tmp_path / "m.db", kids[0]) == (2, 2)
+    got = mem.store.get(kids[0])
+    assert got is not None and got.state.access_count == 2  # not double counted
+
+
+def test_purge_drops_buffered_counts(mem: Memory, tmp_path: Path) -> None:
+    kid = mem.remember("a secret that must go", scope="p").knowledge_id
+    mem.read([kid])
+    mem.purge(kid, reason="gdpr")
+    mem.store.flush_access()
+    assert _on_disk(tmp_path / "m.db", kid)[1] == 0
+
+
+def test_a_locked_store_keeps_the_counts(mem: Memory, tmp_path: Path) -> None:
+    kid = mem.remember("retry me", scope="p").knowledge_id
+    mem.read([kid])
+    other = sqlite3.connect(tmp_path / "m.db", timeout=0.05, isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")  # another writer holds the lock
+    mem.store._db.execute("PRAGMA busy_timeout=50")
+    try:
+        with pytest.raises(sqlite_mod.StoreError):
+            mem.store.flush_access()
+        mem.read([kid])  # still visible, and merged with the newer access
+        got = mem.store.get(kid)
+        assert got is not None and got.state.access_count == 2
+    finally:
+        other.execute("ROLLBACK")
+        other.close()
+    mem.store.flush_access()
+    assert _on_disk(tmp_path / "m.db", kid) == (2, 2)
