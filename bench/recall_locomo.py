@@ -6,24 +6,39 @@ through ``recall``, and evidence recall@k is reported per category and overall �
 of the LoCoMo paper (Table 3): the share of a question's evidence dia_ids found among the
 top-k retrieved turns, averaged over questions.
 
-    .venv/bin/python bench/recall_locomo.py [--embedder minilm|hashing] [--limit N]
+    .venv/bin/python bench/recall_locomo.py [--embedder minilm|hashing] [--conversations 0-4]
+
+Tuning is done on conversations 0-4 (``--conversations 0-4``); a full run also reports 0-4
+("dev") and 5-9 ("held out") separately, so an overfitted change shows as a gap between them.
+
+For fast iterations, ``--embed-cache FILE`` keeps embeddings by (model, text) in a SQLite
+file: recall figures are unchanged (same vectors), but ingest throughput is then not the
+model's and is not reported. ``--store DIR`` keeps the built store there and reuses it on the
+next run (query-time experiments only: an index change needs a fresh store).
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
+import os
+import sqlite3
 import sys
 import tempfile
 import time
 from collections import defaultdict
+from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
+
+import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import DATA, median, percentile, save
 
 from amcp.memory import Memory
+from amcp.retrieval.embedders import Embedder, get_embedder
 
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
 KS = (1, 5, 10, 25)
@@ -87,27 +102,121 @@ def evidence_ids(qa: dict[str, object], known: set[str]) -> list[str]:
     return out
 
 
+class CachedEmbedder:
+    """An embedder that keeps vectors by (model, text) in a SQLite file (``--embed-cache``).
+
+    Same vectors as the wrapped model, so recall is unchanged; only ingest time is not real.
+    """
+
+    def __init__(self, inner: Embedder, path: Path) -> None:
+        self.inner = inner
+        self.model_id = inner.model_id
+        self.dim = inner.dim
+        self.db = sqlite3.connect(path)
+        self.db.execute("CREATE TABLE IF NOT EXISTS emb (key TEXT PRIMARY KEY, vec BLOB)")
+
+    def _key(self, text: str) -> str:
+        return hashlib.sha256(f"{self.model_id}\0{text}".encode()).hexdigest()
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        keys = [self._key(t) for t in texts]
+        found: dict[str, np.ndarray] = {}
+        for key in set(keys):
+            row = self.db.execute("SELECT vec FROM emb WHERE key=?", (key,)).fetchone()
+            if row:
+                found[key] = np.frombuffer(row[0], dtype=np.float32)
+        missing = [i for i, key in enumerate(keys) if key not in found]
+        if missing:
+            vecs = self.inner.embed([texts[i] for i in missing])
+            for i, vec in zip(missing, vecs, strict=True):
+                found[keys[i]] = vec
+                self.db.execute(
+                    "INSERT OR REPLACE INTO emb VALUES (?, ?)", (keys[i], vec.tobytes())
+                )
+            self.db.commit()
+        return np.stack([found[key] for key in keys]) if keys else self.inner.embed([])
+
+    def embed_query(self, text: str) -> np.ndarray:
+        return self.embed([text])[0]
+
+
+def pick(spec: str, n: int) -> list[int]:
+    """'0-4' / '5-9' / '0,3,7' / '' (all) → conversation indexes."""
+    if not spec:
+        return list(range(n))
+    out: list[int] = []
+    for part in spec.split(","):
+        lo, _, hi = part.partition("-")
+        out.extend(range(int(lo), int(hi or lo) + 1))
+    if any(not 0 <= i < n for i in out):
+        raise SystemExit(f"--conversations {spec!r}: there are {n} conversations (0-{n - 1})")
+    return out
+
+
+def summarise(per_cat: dict[int, dict[int, list[float]]]) -> dict[str, dict[str, float]]:
+    table: dict[str, dict[str, float]] = {}
+    all_scores: dict[int, list[float]] = defaultdict(list)
+    for cat in sorted(per_cat):
+        table[CATEGORIES[cat]] = {f"R@{k}": 100 * sum(v) / len(v) for k, v in per_cat[cat].items()}
+        table[CATEGORIES[cat]]["questions"] = len(per_cat[cat][1])
+        for k, v in per_cat[cat].items():
+            all_scores[k].extend(v)
+    table["overall (1-4)"] = {f"R@{k}": 100 * sum(v) / len(v) for k, v in all_scores.items()}
+    table["overall (1-4)"]["questions"] = len(all_scores[1])
+    return table
+
+
+def show(title: str, table: dict[str, dict[str, float]]) -> None:
+    print(title)
+    print(f"{'category':16} {'n':>5} " + " ".join(f"{'R@' + str(k):>7}" for k in KS))
+    for name, row in table.items():
+        print(
+            f"{name:16} {int(row['questions']):5d} " + " ".join(f"{row[f'R@{k}']:7.1f}" for k in KS)
+        )
+
+
+# Tuning uses the first five conversations; the last five are held out.
+SPLITS = {"dev (conversations 0-4)": range(5), "held out (conversations 5-9)": range(5, 10)}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--embedder", default="minilm")
     ap.add_argument("--limit", type=int, default=0, help="only the first N conversations")
+    ap.add_argument("--conversations", default="", help="e.g. 0-4, 5-9 or 0,3,7 (default all)")
     ap.add_argument("--out", default="recall_locomo")
     ap.add_argument("--before", type=int, default=2, help="neighbour turns before, as context")
     ap.add_argument("--after", type=int, default=1, help="neighbour turns after, as context")
+    ap.add_argument("--embed-cache", type=Path, help="SQLite file of cached embeddings")
+    ap.add_argument("--store", type=Path, help="keep the built store here and reuse it")
     args = ap.parse_args()
     samples = json.loads((DATA / "locomo" / "locomo10.json").read_text())
+    chosen = pick(args.conversations, len(samples))
     if args.limit:
-        samples = samples[: args.limit]
-    per_cat: dict[int, dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
+        chosen = chosen[: args.limit]
+    per_conv: dict[int, dict[int, dict[int, list[float]]]] = {}
     latencies: list[float] = []
     turns = 0
     t_ingest = 0.0
     with tempfile.TemporaryDirectory() as tmp:
-        mem = Memory(Path(tmp) / "locomo.db", embedder=args.embedder)
-        for sample in samples:
-            t0 = time.perf_counter()
-            turns += ingest(mem, sample, args.before, args.after)
-            t_ingest += time.perf_counter() - t0
+        where = args.store or Path(tmp)
+        where.mkdir(parents=True, exist_ok=True)
+        built = where / "built.json"
+        wanted = {"conversations": chosen, "context_window": [args.before, args.after]}
+        reuse = built.exists() and json.loads(built.read_text()) == wanted
+        if args.store and not reuse:
+            for old in where.glob("locomo.db*"):
+                old.unlink()
+        embedder: str | Embedder = args.embedder
+        if args.embed_cache:
+            embedder = CachedEmbedder(get_embedder(args.embedder), args.embed_cache)
+        mem = Memory(where / "locomo.db", embedder=embedder)
+        for index in chosen:
+            sample = samples[index]
+            if not reuse:
+                t0 = time.perf_counter()
+                turns += ingest(mem, sample, args.before, args.after)
+                t_ingest += time.perf_counter() - t0
             scope = f"locomo:{sample['sample_id']}"
             known = {
                 t["dia_id"]
@@ -115,6 +224,7 @@ def main() -> None:
                 if k.startswith("session_") and isinstance(v, list)
                 for t in v
             }
+            per_cat = per_conv.setdefault(index, defaultdict(lambda: defaultdict(list)))
             for qa in sample["qa"]:
                 cat = qa["category"]
                 if cat not in CATEGORIES:
@@ -133,36 +243,49 @@ def main() -> None:
                     found = len(set(got[:k]) & set(gold))
                     per_cat[cat][k].append(found / len(gold))
         model = mem.embedder.model_id if mem.embedder else "none"
+        if reuse:
+            turns = mem.stats().records
         mem.close()
-    table: dict[str, dict[str, float]] = {}
-    all_scores: dict[int, list[float]] = defaultdict(list)
-    for cat in sorted(per_cat):
-        table[CATEGORIES[cat]] = {f"R@{k}": 100 * sum(v) / len(v) for k, v in per_cat[cat].items()}
-        table[CATEGORIES[cat]]["questions"] = len(per_cat[cat][1])
-        for k, v in per_cat[cat].items():
-            all_scores[k].extend(v)
-    table["overall (1-4)"] = {f"R@{k}": 100 * sum(v) / len(v) for k, v in all_scores.items()}
-    table["overall (1-4)"]["questions"] = len(all_scores[1])
-    print(f"LoCoMo evidence recall — {len(samples)} conversations, {turns} turns, embedder {model}")
-    print(f"{'category':16} {'n':>5} " + " ".join(f"{'R@' + str(k):>7}" for k in KS))
-    for name, row in table.items():
-        print(
-            f"{name:16} {int(row['questions']):5d} " + " ".join(f"{row[f'R@{k}']:7.1f}" for k in KS)
-        )
+        if args.store:
+            built.write_text(json.dumps(wanted))
+
+    def merged(indexes: Iterable[int]) -> dict[int, dict[int, list[float]]]:
+        out: dict[int, dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
+        for i in indexes:
+            for cat, by_k in per_conv.get(i, {}).items():
+                for k, v in by_k.items():
+                    out[cat][k].extend(v)
+        return out
+
+    table = summarise(merged(chosen))
+    show(f"LoCoMo evidence recall — {len(chosen)} conversations, {turns} turns, {model}", table)
+    splits = {
+        name: summarise(merged(idx))
+        for name, idx in SPLITS.items()
+        if set(idx) <= set(chosen) and len(idx) < len(chosen)
+    }
+    for name, sub in splits.items():
+        show(name, sub)
+    timed = not args.embed_cache and not reuse
+    ingest_rate = turns / t_ingest if timed else None
+    rate = f"{ingest_rate:.0f} turns/s" if ingest_rate else "not measured (cached or reused)"
     print(
-        f"ingest {turns / t_ingest:.0f} turns/s (remember, one at a time); recall p50 "
-        f"{median(latencies):.1f} ms p95 {percentile(latencies, 95):.1f} ms"
+        f"ingest {rate} (remember, one at a time); recall p50 "
+        f"{median(latencies):.1f} ms p95 {percentile(latencies, 95):.1f} ms; "
+        f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}"
     )
     path = save(
         args.out,
         {
             "embedder": model,
             "context_window": [args.before, args.after],
-            "conversations": len(samples),
+            "conversations": chosen,
             "turns": turns,
             "recall": table,
-            "ingest_per_s": turns / t_ingest,
+            "splits": splits,
+            "ingest_per_s": ingest_rate,
             "recall_ms": {"p50": median(latencies), "p95": percentile(latencies, 95)},
+            "load_average": os.getloadavg(),
         },
     )
     print(f"wrote {path}")
