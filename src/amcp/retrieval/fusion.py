@@ -62,6 +62,30 @@ def rrf(
     return out
 
 
+def coverage(terms: Sequence[str], record_terms: str) -> float:
+    """Share of ``terms`` among a record's own index terms (its ``index_text``, not context).
+
+    Used for the query's *common* terms (``lexical.common_terms``): a name that occurs in half
+    the records ("What did Caroline research?") is worthless to BM25, yet among candidates
+    that are otherwise alike the ones that say "Caroline" are the better answers.
+    """
+    if not terms:
+        return 0.0
+    own = set(record_terms.split())
+    return sum(1 for t in terms if t in own) / len(terms)
+
+
+def boost_coverage(
+    fused: Sequence[Candidate], shares: dict[str, float], weight: float
+) -> list[Candidate]:
+    """Scale each fused score by ``1 + weight * share`` and re-sort (ties by id, as ``rrf``)."""
+    out = [
+        c._replace(fused=c.fused * (1.0 + weight * shares.get(c.knowledge_id, 0.0))) for c in fused
+    ]
+    out.sort(key=lambda c: (-c.fused, c.knowledge_id))
+    return out
+
+
 def rerank_score(
     fused: float,
     *,

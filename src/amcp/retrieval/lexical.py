@@ -113,3 +113,11 @@ def prune_terms(
     rare = [t for df, t in present if df <= limit]
     chosen = rare if len(rare) >= 2 else [t for _df, t in present[:2]]
     return chosen[:keep]
+
+
+def common_terms(terms: Sequence[str], doc_freq: dict[str, int], kept: Sequence[str]) -> list[str]:
+    """Query terms the index knows but BM25 was not asked about (``prune_terms`` left them
+    out as too common, or past its cap). They cannot rank — BM25 gives a term in half the
+    records no weight — but they still say what the query is about: see ``coverage``."""
+    chosen = set(kept)
+    return [t for t in terms if doc_freq.get(t) and t not in chosen]

@@ -40,7 +40,7 @@ from amcp.store.schema import SCHEMA_VERSION
 # The defaults of amcp.retrieval.search.SearchTuning (tests/store/test_fastread.py keeps
 # them equal): repeated so this module need not import the record classes search.py needs.
 CANDIDATES = 50
-RRF_K = 20
+RRF_K = 10
 LEXICAL_WEIGHT = 1.25
 MAX_TERM_SHARE = 0.2
 CONTEXT_WEIGHT = 0.5

@@ -77,6 +77,18 @@ class IndexReads:
             total = self._db.execute("SELECT MAX(rowid) FROM records_fts").fetchone()[0]
         return {t: int(d) for t, d in rows}, int(total or 0)
 
+    def own_terms(self, knowledge_ids: Sequence[str]) -> dict[str, str]:
+        if not knowledge_ids:
+            return {}
+        marks = ",".join("?" * len(knowledge_ids))
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT r.knowledge_id, f.terms FROM records r JOIN records_fts f "
+                f"ON f.rowid = r.rowid WHERE r.knowledge_id IN ({marks})",
+                list(knowledge_ids),
+            ).fetchall()
+        return dict(rows)
+
     def iter_vectors(self, after_rowid: int = 0) -> Iterator[tuple[np.ndarray, np.ndarray]]:
         import numpy as np
 
