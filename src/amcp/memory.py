@@ -109,7 +109,7 @@ class Memory:
         self.embedder = (
             self._resolve_embedder(embedder) if check_embedder or embedder is not None else None
         )
-        self.searcher = HybridSearcher(self.store, self.embedder)
+        self.searcher = HybridSearcher(self.store, self.embedder, snapshot=self._snapshot_path())
         self._sweep = _Sweep()
 
     # ------------------------------------------------------------------ setup
@@ -148,7 +148,13 @@ class Memory:
             )
         return embedder
 
+    def _snapshot_path(self) -> Path | None:
+        # Beside the store file, so copying or deleting the store takes it along; a snapshot
+        # names its store and model and is checked against the change log before use.
+        return self.path.with_name(self.path.name + ".vectors") if self.embedder else None
+
     def close(self) -> None:
+        self.searcher.close()
         self.store.close()
 
     def __enter__(self) -> Memory:
@@ -583,7 +589,7 @@ class Memory:
         with self.atomic():
             count = reindex(self.store, new)
         self.embedder = new
-        self.searcher = HybridSearcher(self.store, new)
+        self.searcher = HybridSearcher(self.store, new, snapshot=self._snapshot_path())
         return count
 
     # ------------------------------------------------------------------ portability

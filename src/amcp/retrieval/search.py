@@ -8,10 +8,13 @@ Only *active* records live in the index; invalidation, supersession and purge re
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from amcp.amf.timefmt import parse_ts
 from amcp.amf.types import Lifecycle
@@ -26,6 +29,7 @@ if TYPE_CHECKING:  # numpy and the vector index load only when vectors are used
     from amcp.retrieval.vectors import VectorIndex
 
 _TRIVIAL = RecordFilter()
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,14 +68,47 @@ class SearchTuning:
                 raise ValueError(f"SearchTuning.{name} must not be negative")
 
 
+@runtime_checkable
+class ChangeFeed(Protocol):
+    """What the searcher needs of a store to keep its vector index in step with the change
+    log and snapshot it (``SQLiteStore`` has it; a store without it rebuilds on open)."""
+
+    store_id: str
+
+    def change_head(self) -> tuple[int, str]: ...
+
+    def change_hash(self, seq: int) -> str | None: ...
+
+    def changed_vectors(
+        self, after_seq: int, upto_seq: int
+    ) -> list[tuple[int, bool, bytes | None]]: ...
+
+    def quiescent(self) -> AbstractContextManager[bool]: ...
+
+
+# Replaying more changes than this share of the index costs more than a rebuild from the
+# vector table (both are linear, the replay per change, the rebuild per vector).
+_REPLAY_MAX_SHARE = 0.25
+
+
 class HybridSearcher:
     def __init__(
-        self, store: Store, embedder: Embedder | None, tuning: SearchTuning | None = None
+        self,
+        store: Store,
+        embedder: Embedder | None,
+        tuning: SearchTuning | None = None,
+        *,
+        snapshot: Path | None = None,
     ) -> None:
         self.store = store
         self.embedder = embedder
         self.tuning = tuning or SearchTuning()
         self.index: VectorIndex | None = None
+        # The derived vector index persists next to the store once it has an ANN graph
+        # (rebuilding a 100k graph takes minutes of CPU); see ``_load_snapshot``.
+        self.snapshot = snapshot if isinstance(store, ChangeFeed) else None
+        self._seen = (0, "")  # the change-log head the index reflects
+        self._saved: tuple[int, str] | None = None  # the head of the snapshot on disk
 
     # -- index maintenance ------------------------------------------------------------
 
@@ -79,21 +116,114 @@ class HybridSearcher:
         if self.embedder is None:
             return None
         if self.index is None:
+            feed = self.store if isinstance(self.store, ChangeFeed) else None
+            head = feed.change_head() if feed is not None else (0, "")
+            index = self._load_snapshot()
+            if index is None:
+                index = self._build_index()
+                self._seen = head
+            self.index = index
+            if self.snapshot is not None:
+                index.on_ann_ready = self.save
+        self._catch_up()
+        return self.index
+
+    def _build_index(self) -> VectorIndex:
+        import numpy as np
+
+        from amcp.retrieval import vectors
+
+        assert self.embedder is not None
+        index = vectors.VectorIndex(self.embedder.dim, ann_threshold=vectors.ANN_THRESHOLD)
+        live = self.store.rowids(RecordFilter(include_expired=True))
+        live_set = set(live.tolist())
+        for ids, mat in self.store.iter_vectors():
+            keep = np.fromiter((i in live_set for i in ids.tolist()), dtype=bool, count=len(ids))
+            if keep.any():
+                index.add(ids[keep], mat[keep])
+        return index
+
+    def _tag(self) -> str:
+        assert self.embedder is not None
+        assert isinstance(self.store, ChangeFeed)
+        return f"{self.store.store_id} {self.embedder.model_id}"
+
+    def _load_snapshot(self) -> VectorIndex | None:
+        """The saved index, if it was taken of this store and model at a change that is
+        still in this store's hash-chained log (a restored older copy or a rewritten log
+        fails that), caught up to now by ``_catch_up``."""
+        if self.snapshot is None or not self.snapshot.exists():
+            return None
+        from amcp.retrieval import vectors
+
+        assert self.embedder is not None
+        assert isinstance(self.store, ChangeFeed)
+        found = vectors.VectorIndex.load_tagged(
+            self.snapshot, self.embedder.dim, ann_threshold=vectors.ANN_THRESHOLD
+        )
+        if found is None:
+            return None
+        index, seq, tag = found
+        base, _, chain_hash = tag.rpartition(" ")
+        if base != self._tag() or self.store.change_hash(seq) != chain_hash:
+            return None
+        self._seen = self._saved = (seq, chain_hash)
+        return index
+
+    def _catch_up(self) -> None:
+        """Apply changes this index has not seen — written by another process, or by this
+        one through a path that does not call ``added``/``removed`` — so the index stays
+        what a rebuild from the store would give. One indexed read when nothing changed."""
+        feed = self.store if isinstance(self.store, ChangeFeed) else None
+        index = self.index
+        if feed is None or index is None:
+            return
+        with feed.quiescent():  # one catch-up at a time, and no writer in between
+            head = feed.change_head()
+            if head == self._seen:
+                return
+            if head[0] - self._seen[0] > max(1_000, len(index) * _REPLAY_MAX_SHARE):
+                self.index = self._build_index()
+                if self.snapshot is not None:
+                    self.index.on_ann_ready = self.save
+                self._seen = head
+                return
             import numpy as np
 
-            from amcp.retrieval.vectors import VectorIndex
-
-            index = VectorIndex(self.embedder.dim)
-            live = self.store.rowids(RecordFilter(include_expired=True))
-            live_set = set(live.tolist())
-            for ids, mat in self.store.iter_vectors():
-                keep = np.fromiter(
-                    (i in live_set for i in ids.tolist()), dtype=bool, count=len(ids)
+            rows = feed.changed_vectors(self._seen[0], head[0])
+            keep = [(r, v) for r, active, v in rows if active and v is not None]
+            drop = [r for r, active, v in rows if not (active and v is not None)]
+            if keep:
+                index.add(
+                    np.array([r for r, _v in keep], dtype=np.int64),
+                    np.frombuffer(b"".join(v for _r, v in keep), np.float32).reshape(
+                        len(keep), -1
+                    ),
                 )
-                if keep.any():
-                    index.add(ids[keep], mat[keep])
-            self.index = index
-        return self.index
+            if drop:
+                index.remove(np.asarray(drop, dtype=np.int64))
+            self._seen = head
+
+    def save(self) -> bool:
+        """Snapshot the vector index next to the store if it has an ANN graph the snapshot
+        on disk lacks. Safe from any thread; True if written."""
+        from amcp.retrieval.vectors import write_snapshot
+
+        feed = self.store if isinstance(self.store, ChangeFeed) else None
+        index = self.index
+        if feed is None or self.snapshot is None or index is None or not index.ann_ready:
+            return False
+        with feed.quiescent() as idle:
+            if not idle:
+                return False  # uncommitted changes in this thread: nothing to derive from
+            self._catch_up()
+            if self._saved == self._seen or self.index is not index:
+                return False
+            seen = self._seen
+            parts = index.snapshot(seen[0], tag=f"{self._tag()} {seen[1]}")
+        write_snapshot(self.snapshot, parts)
+        self._saved = seen
+        return True
 
     def added(self, rowid: int, vector: np.ndarray) -> None:
         if self.index is not None:
@@ -109,6 +239,15 @@ class HybridSearcher:
 
     def reset(self) -> None:
         self.index = None
+
+    def close(self) -> None:
+        """Persist the index if it changed since it was loaded or saved (see ``save``)."""
+        try:
+            self.save()
+        except Exception:  # a failed snapshot costs a rebuild on the next open, nothing else
+            log.exception("saving the vector index snapshot failed")
+        if self.index is not None:
+            self.index.on_ann_ready = None  # a build still running must not touch a closed store
 
     # -- search -----------------------------------------------------------------------
 

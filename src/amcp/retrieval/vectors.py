@@ -21,6 +21,7 @@ import os
 import struct
 import tempfile
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +30,7 @@ import numpy.typing as npt
 
 from amcp.errors import ConfigError
 
-__all__ = ["VectorIndex"]
+__all__ = ["VectorIndex", "write_snapshot"]
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +51,10 @@ HNSW_EF_SEARCH = 96
 
 _MAGIC = b"AMCPVIX1"
 _HEADER = struct.Struct("<8sIIqqQ")  # magic, version, dim, count, watermark, ann_bytes
-_VERSION = 1
+# Version 2 adds a tag after the header (u32 length + UTF-8): what the snapshot was taken of
+# (store, model, change-log hash), checked by the owner before trusting the watermark.
+_VERSION = 2
+_TAG_LEN = struct.Struct("<I")
 
 
 def _as_ids(ids: Any) -> I64:
@@ -157,6 +161,9 @@ class VectorIndex:
         self._building: threading.Thread | None = None
         # Changes made while a background build runs, replayed onto the new graph.
         self._journal: list[tuple[str, I64]] | None = None
+        # Called (on the builder thread, no lock held) once a new graph is in use: the owner
+        # snapshots it, so the next process loads the graph instead of rebuilding it.
+        self.on_ann_ready: Callable[[], object] | None = None
 
     # -- size and contents -------------------------------------------------------------
 
@@ -340,6 +347,12 @@ class VectorIndex:
             self._ann = ann
             self._journal = None
             self._building = None
+        callback = self.on_ann_ready
+        if callback is not None:
+            try:
+                callback()
+            except Exception:  # a failed snapshot costs a rebuild later, never a search
+                log.exception("saving the vector index snapshot failed")
 
     def wait_for_ann(self, timeout: float | None = None) -> bool:
         """Block until a pending background ANN build finishes; True if the ANN is in use."""
@@ -427,46 +440,46 @@ class VectorIndex:
 
     # -- persistence -------------------------------------------------------------------
 
-    def save(self, path: str | os.PathLike[str], watermark: int) -> None:
-        """Write a snapshot atomically; ``watermark`` says which store changes it includes."""
+    def save(self, path: str | os.PathLike[str], watermark: int, *, tag: str = "") -> None:
+        """Write a snapshot atomically; ``watermark`` says which store changes it includes
+        and ``tag`` (free text) what it was taken of."""
+        write_snapshot(path, self.snapshot(watermark, tag=tag))
+
+    def snapshot(self, watermark: int, *, tag: str = "") -> list[bytes]:
+        """The snapshot's bytes, copied under the lock (writing them needs no lock)."""
         with self._lock:
             n = self._n
             ids = self._ids[:n].tobytes()
             mat = self._mat[:n].tobytes()
             ann_parts: list[bytes] = []
+            lab_count = 0
             if self._ann is not None:
-                labels = self._labels[:n]
+                lab_count = len(self._ann.label_ids)
                 ann_parts = [
                     self._ann.label_ids.tobytes(),
                     self._ann.alive.astype(np.uint8).tobytes(),
-                    labels.tobytes(),
+                    self._labels[:n].tobytes(),
                     self._ann.serialize(),
                 ]
-        ann_blob = b"".join(ann_parts)
-        header = _HEADER.pack(_MAGIC, _VERSION, self.dim, n, int(watermark), len(ann_blob))
-        lab_n = struct.pack("<q", len(self._ann.label_ids) if ann_parts and self._ann else 0)
-        body = header + lab_n + ids + mat + ann_blob
-        digest = hashlib.blake2b(body, digest_size=16).digest()
-        target = Path(path)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=target.name + ".", suffix=".tmp", dir=target.parent)
-        try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(body)
-                f.write(digest)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, target)  # readers see the old file or the new one, never half
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-            raise
+        ann_len = sum(len(p) for p in ann_parts)
+        raw_tag = tag.encode("utf-8")
+        header = _HEADER.pack(_MAGIC, _VERSION, self.dim, n, int(watermark), ann_len)
+        head = header + _TAG_LEN.pack(len(raw_tag)) + raw_tag + struct.pack("<q", lab_count)
+        return [head, ids, mat, *ann_parts]
 
     @classmethod
     def load(
         cls, path: str | os.PathLike[str], dim: int, **opts: Any
     ) -> tuple[VectorIndex, int] | None:
         """Read a snapshot; None if missing, corrupt or of another dimension (rebuild)."""
+        found = cls.load_tagged(path, dim, **opts)
+        return None if found is None else (found[0], found[1])
+
+    @classmethod
+    def load_tagged(
+        cls, path: str | os.PathLike[str], dim: int, **opts: Any
+    ) -> tuple[VectorIndex, int, str] | None:
+        """``load``, also returning the snapshot's tag."""
         try:
             data = Path(path).read_bytes()
         except OSError:
@@ -478,17 +491,26 @@ class VectorIndex:
             return None
 
     @classmethod
-    def _decode(cls, data: bytes, dim: int, opts: dict[str, Any]) -> tuple[VectorIndex, int] | None:
+    def _decode(
+        cls, data: bytes, dim: int, opts: dict[str, Any]
+    ) -> tuple[VectorIndex, int, str] | None:
         if len(data) < _HEADER.size + 8 + 16:
             return None
         body, digest = data[:-16], data[-16:]
         if hashlib.blake2b(body, digest_size=16).digest() != digest:
             return None
         magic, version, fdim, n, watermark, ann_len = _HEADER.unpack_from(body)
-        if magic != _MAGIC or version != _VERSION or fdim != dim or n < 0:
+        if magic != _MAGIC or version not in (1, _VERSION) or fdim != dim or n < 0:
             return None
-        (lab_n,) = struct.unpack_from("<q", body, _HEADER.size)
-        off = _HEADER.size + 8
+        off = _HEADER.size
+        tag = ""
+        if version >= 2:
+            (tag_len,) = _TAG_LEN.unpack_from(body, off)
+            off += _TAG_LEN.size
+            tag = body[off : off + tag_len].decode("utf-8")
+            off += tag_len
+        (lab_n,) = struct.unpack_from("<q", body, off)
+        off += 8
         ids = np.frombuffer(body, dtype=np.int64, count=n, offset=off).copy()
         off += 8 * n
         mat = np.frombuffer(body, dtype=np.float32, count=n * dim, offset=off).reshape(n, dim)
@@ -510,7 +532,7 @@ class VectorIndex:
                 index._labels[:n] = labels
         if index._ann is None:
             index._maybe_build()
-        return index, int(watermark)
+        return index, int(watermark), tag
 
     def _load_rows(self, ids: I64, mat: F32) -> None:
         if len(np.unique(ids)) != len(ids):
@@ -524,6 +546,28 @@ class VectorIndex:
     def __repr__(self) -> str:
         mode = "ann" if self._ann is not None else "exact"
         return f"VectorIndex(dim={self.dim}, n={self._n}, mode={mode})"
+
+
+def write_snapshot(path: str | os.PathLike[str], parts: list[bytes]) -> None:
+    """Write snapshot ``parts`` plus their digest atomically (temp file, fsync, rename)."""
+    digest = hashlib.blake2b(digest_size=16)
+    for part in parts:
+        digest.update(part)
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=target.name + ".", suffix=".tmp", dir=target.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            for part in parts:
+                f.write(part)
+            f.write(digest.digest())
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, target)  # readers see the old file or the new one, never half
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
 
 
 def _faiss_available() -> bool:

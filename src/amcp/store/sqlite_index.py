@@ -7,6 +7,7 @@ from __future__ import annotations
 import sqlite3
 import threading
 from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 from amcp.errors import StoreError
@@ -16,6 +17,22 @@ from amcp.store.sqlfilter import where_clause
 
 if TYPE_CHECKING:
     import numpy as np
+
+
+def _lifecycle_only(flt: RecordFilter) -> bool:
+    """True when ``flt`` asks for nothing but lifecycles and expiry (no selective part)."""
+    return (
+        flt.scopes is None
+        and flt.types is None
+        and flt.kinds is None
+        and flt.tags is None
+        and flt.created_after is None
+        and flt.created_before is None
+        and flt.subject_prefix is None
+        and flt.ids is None
+        and flt.subjects is None
+        and flt.events is None
+    )
 
 
 class IndexReads:
@@ -46,19 +63,45 @@ class IndexReads:
     def search_lexical(
         self, terms: str, flt: RecordFilter, k: int, *, context_weight: float = 1.0
     ) -> list[tuple[str, float]]:
+        """The ``k`` best BM25 matches passing ``flt``, best first (ties by rowid).
+
+        When the filter only asks for a lifecycle and unexpired records — the common case,
+        which most matches pass — the matches are ranked by FTS5 alone and only the top few
+        are checked against ``records``: joining every match costs twice the ranking itself
+        (a row lookup and the WHERE clause per match). If too few of them pass, the joined
+        query answers instead; the result is identical either way.
+        """
         if not terms.strip():
             return []
         where, params = where_clause(flt)
-        sql = (
-            "SELECT r.knowledge_id, bm25(records_fts, 1.0, ?) AS score FROM records_fts "
-            "JOIN records r ON r.rowid = records_fts.rowid "
-            f"WHERE records_fts MATCH ? AND {where} ORDER BY score LIMIT ?"
-        )
-        with self._lock:
-            try:
+        try:
+            if _lifecycle_only(flt):
+                probe = max(4 * k, 200)
+                with self._lock:
+                    ranked = self._db.execute(
+                        "SELECT rowid, bm25(records_fts, 1.0, ?) AS score FROM records_fts "
+                        "WHERE records_fts MATCH ? ORDER BY score, rowid LIMIT ?",
+                        [context_weight, terms, probe],
+                    ).fetchall()
+                    passed = dict(
+                        self._db.execute(
+                            f"SELECT r.rowid, r.knowledge_id FROM records r WHERE r.rowid IN "
+                            f"({','.join('?' * len(ranked))}) AND {where}",
+                            [r for r, _s in ranked] + params,
+                        ).fetchall()
+                    ) if ranked else {}
+                hits = [(passed[r], -s) for r, s in ranked if r in passed]
+                if len(hits) >= k or len(ranked) < probe:
+                    return hits[:k]
+            sql = (
+                "SELECT r.knowledge_id, bm25(records_fts, 1.0, ?) AS score FROM records_fts "
+                "JOIN records r ON r.rowid = records_fts.rowid "
+                f"WHERE records_fts MATCH ? AND {where} ORDER BY score, r.rowid LIMIT ?"
+            )
+            with self._lock:
                 rows = self._db.execute(sql, [context_weight, terms, *params, k]).fetchall()
-            except sqlite3.OperationalError as exc:
-                raise StoreError(f"lexical search failed: {exc}") from exc
+        except sqlite3.OperationalError as exc:
+            raise StoreError(f"lexical search failed: {exc}") from exc
         # bm25() is lower-is-better; flip the sign so every scorer is higher-is-better.
         return [(kid, -score) for kid, score in rows]
 
@@ -106,6 +149,43 @@ class IndexReads:
             mat = np.frombuffer(b"".join(r[1] for r in rows), dtype=np.float32)
             yield ids, mat.reshape(len(rows), -1)
             last = int(ids[-1])
+
+    # -- the change feed, as the derived vector index follows it -------------------------
+
+    def change_head(self) -> tuple[int, str]:
+        """Sequence number and chain hash of the newest change ((0, "") for none)."""
+        with self._lock:
+            row = self._db.execute(
+                "SELECT seq, hash FROM changes ORDER BY seq DESC LIMIT 1"
+            ).fetchone()
+        return (int(row[0]), str(row[1])) if row else (0, "")
+
+    def change_hash(self, seq: int) -> str | None:
+        with self._lock:
+            row = self._db.execute("SELECT hash FROM changes WHERE seq=?", (seq,)).fetchone()
+        return str(row[0]) if row else None
+
+    def changed_vectors(
+        self, after_seq: int, upto_seq: int
+    ) -> list[tuple[int, bool, bytes | None]]:
+        """``(rowid, active, vector)`` of every record changed in ``(after_seq, upto_seq]``,
+        as it stands now: what a vector index must upsert (active with a vector) or drop."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT r.rowid, r.lifecycle = 'active', v.vec FROM "
+                "(SELECT DISTINCT knowledge_id FROM changes WHERE seq > ? AND seq <= ?) c "
+                "JOIN records r ON r.knowledge_id = c.knowledge_id "
+                "LEFT JOIN vectors v ON v.rowid = r.rowid",
+                (after_seq, upto_seq),
+            ).fetchall()
+        return [(int(r), bool(a), v) for r, a, v in rows]
+
+    @contextmanager
+    def quiescent(self) -> Iterator[bool]:
+        """Hold off this store's writers; yields False if a transaction is open in this
+        thread (its changes are not committed, so nothing may be derived from them)."""
+        with self._lock:
+            yield not self._db.in_transaction
 
     def ids_for_rowids(self, rowids: Sequence[int]) -> dict[int, str]:
         if not rowids:

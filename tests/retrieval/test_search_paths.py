@@ -1,0 +1,159 @@
+"""The recall fast paths give what the plain paths give: FTS-first lexical ranking, the
+vector index snapshot beside the store, and the index following the change log."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from amcp.memory import Memory
+from amcp.retrieval import vectors
+from amcp.retrieval.lexical import build_match
+from amcp.store.base import RecordFilter
+from amcp.store.sqlite import SQLiteStore
+
+TOPICS = ["postgres", "redis", "kafka", "nginx", "docker", "react"]
+
+
+def _fill(mem: Memory, n: int, start: int = 0) -> list[str]:
+    out = mem.remember_many(
+        {
+            "text": f"{TOPICS[i % 6]} needs connection pooling tweak {i} for service {i % 17}",
+            "scope": f"team:{i % 3}",
+        }
+        for i in range(start, start + n)
+    )
+    return [o.knowledge_id for o in out]
+
+
+def _joined(store: SQLiteStore, terms: str, flt: RecordFilter, k: int) -> list[tuple[str, float]]:
+    """The reference: every match joined and filtered, then ranked (the slow plan)."""
+    from amcp.store.sqlfilter import where_clause
+
+    where, params = where_clause(flt)
+    rows = store._db.execute(
+        "SELECT r.knowledge_id, bm25(records_fts, 1.0, 0.5) AS score FROM records_fts "
+        "JOIN records r ON r.rowid = records_fts.rowid "
+        f"WHERE records_fts MATCH ? AND {where} ORDER BY score, r.rowid LIMIT ?",
+        [terms, *params, k],
+    ).fetchall()
+    return [(kid, -s) for kid, s in rows]
+
+
+def test_lexical_fast_path_equals_join(tmp_path: Path) -> None:
+    with Memory(tmp_path / "m.db", embedder="hashing") as mem:
+        ids = _fill(mem, 400)
+        store = mem.store
+        assert isinstance(store, SQLiteStore)
+        terms = build_match(["postgr", "pool"])
+        flt = RecordFilter(now=1e12 / 1000)
+        for k in (1, 10, 50):
+            assert store.search_lexical(terms, flt, k, context_weight=0.5) == _joined(
+                store, terms, flt, k
+            )
+        # Most of the best matches invalidated: the probe comes up short and the joined
+        # query answers; the result must not change.
+        for kid in ids[:360]:
+            mem.invalidate(kid, "stale")
+        for k in (10, 50):
+            got = store.search_lexical(terms, flt, k, context_weight=0.5)
+            assert got == _joined(store, terms, flt, k)
+            assert not set(ids[:360]) & {kid for kid, _s in got}
+        scoped = RecordFilter(scopes=("team:1",))
+        assert store.search_lexical(terms, scoped, 10, context_weight=0.5) == _joined(
+            store, terms, scoped, 10
+        )
+        assert store.search_lexical('"nosuchterm"', flt, 10) == []
+
+
+@pytest.fixture
+def small_ann(monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("faiss")
+    monkeypatch.setattr(vectors, "ANN_THRESHOLD", 200)
+
+
+def _ann(mem: Memory) -> vectors.VectorIndex:
+    mem.recall("postgres pooling", touch=False)
+    index = mem.searcher.index
+    assert index is not None
+    assert index.wait_for_ann(120)
+    return index
+
+
+@pytest.mark.usefixtures("small_ann")
+def test_snapshot_saved_and_reused(tmp_path: Path) -> None:
+    path = tmp_path / "m.db"
+    snap = tmp_path / "m.db.vectors"
+    with Memory(path, embedder="hashing") as mem:
+        _fill(mem, 300)
+        _ann(mem)
+        assert snap.exists()  # written when the graph came into use
+        before = [h.knowledge_id for h in mem.recall("redis pooling tweak 7", touch=False).hits]
+    with Memory(path, embedder="hashing") as mem:
+        mem.recall("warm", touch=False)
+        index = mem.searcher.index
+        assert index is not None
+        assert index.ann_ready  # loaded with its graph: no rebuild
+        assert [h.knowledge_id for h in mem.recall("redis pooling tweak 7", touch=False).hits] == (
+            before
+        )
+        added = _fill(mem, 5, start=1000)
+        gone = before[0]
+        mem.invalidate(gone, "wrong")
+    # Closed after changes: the snapshot moved on; the next open needs no replay.
+    with Memory(path, embedder="hashing") as mem:
+        mem.recall("warm", touch=False)
+        assert mem.searcher._saved == mem.searcher._seen
+        index = mem.searcher.index
+        assert index is not None
+        ids = set(index.ids().tolist())
+        assert {mem.store.rowid_of(k) for k in added} <= ids
+        assert mem.store.rowid_of(gone) not in ids
+
+
+@pytest.mark.usefixtures("small_ann")
+def test_index_follows_another_writer(tmp_path: Path) -> None:
+    path = tmp_path / "m.db"
+    reader = Memory(path, embedder="hashing")
+    writer = Memory(path, embedder="hashing")
+    try:
+        _fill(writer, 250)
+        _ann(reader)
+        new = writer.remember("zanzibar lighthouse keeper notes", scope="team:9").knowledge_id
+        hits = reader.searcher.vector_search(
+            writer.embedder.embed_query("zanzibar lighthouse keeper notes"),  # type: ignore[union-attr]
+            RecordFilter(),
+            1,
+        )
+        assert hits[0][0] == new
+        writer.invalidate(new, "gone")
+        assert new not in {h.knowledge_id for h in reader.recall("zanzibar lighthouse").hits}
+    finally:
+        writer.close()
+        reader.close()
+
+
+@pytest.mark.usefixtures("small_ann")
+def test_snapshot_of_another_history_is_ignored(tmp_path: Path) -> None:
+    a, b = tmp_path / "a" / "m.db", tmp_path / "b" / "m.db"
+    with Memory(a, embedder="hashing") as mem:
+        _fill(mem, 300)
+        _ann(mem)
+    with Memory(b, embedder="hashing") as mem:
+        _fill(mem, 250, start=5000)
+    shutil.copy(a.with_name("m.db.vectors"), b.with_name("m.db.vectors"))
+    with Memory(b, embedder="hashing") as mem:
+        mem.recall("warm", touch=False)
+        index = mem.searcher.index
+        assert index is not None
+        assert len(index) == 250  # rebuilt from this store, not the foreign snapshot
+        assert mem.searcher._saved is None
+    # A corrupt snapshot is a rebuild too.
+    snap = a.with_name("m.db.vectors")
+    snap.write_bytes(snap.read_bytes()[:-40])
+    with Memory(a, embedder="hashing") as mem:
+        mem.recall("warm", touch=False)
+        assert mem.searcher.index is not None
+        assert len(mem.searcher.index) == 300
