@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import median, percentile, save
+from common import RESULTS, median, percentile, save
 
 from amcp.memory import Memory
 from amcp.store.base import RecordFilter
@@ -291,11 +291,16 @@ def main() -> None:
             f"{row['recall_p99_ms']:.1f} ms; scoped p95 {row['scoped_recall_p95_ms']:.1f} ms",
             flush=True,
         )
-    load = os.getloadavg()
-    path = save(
-        "latency",
-        {"embedder": args.embedder, "queries": args.queries, "load_avg": load, "rows": rows},
-    )
+    load = [round(x, 2) for x in os.getloadavg()]
+    for row in rows:
+        row.update(embedder=args.embedder, queries=args.queries, load_avg=load)
+    # Merge with earlier runs of other sizes/embedders (one row per embedder and size).
+    keep = []
+    if (RESULTS / "latency.json").exists():
+        old = json.loads((RESULTS / "latency.json").read_text()).get("rows", [])
+        done = {(r["embedder"], r["size"]) for r in rows}
+        keep = [r for r in old if "embedder" in r and (r["embedder"], r["size"]) not in done]
+    path = save("latency", {"rows": keep + rows})
     print(f"wrote {path}")
 
 

@@ -198,6 +198,19 @@ class IndexReads:
             ).fetchall()
         return {int(r): kid for r, kid in rows}
 
+    def filter_rowids(self, rowids: Sequence[int], flt: RecordFilter) -> list[int]:
+        """Those of ``rowids`` whose records pass ``flt``."""
+        if not rowids:
+            return []
+        where, params = where_clause(flt)
+        with self._lock:
+            rows = self._db.execute(
+                f"SELECT r.rowid FROM records r WHERE r.rowid IN ({','.join('?' * len(rowids))})"
+                f" AND {where}",
+                [int(r) for r in rowids] + params,
+            ).fetchall()
+        return [int(r[0]) for r in rows]
+
     def rowid_of(self, knowledge_id: str) -> int | None:
         with self._lock:
             row = self._db.execute(
