@@ -8,6 +8,7 @@ import sqlite3
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from amcp.errors import StoreError
@@ -17,6 +18,10 @@ from amcp.store.sqlfilter import where_clause
 
 if TYPE_CHECKING:
     import numpy as np
+
+
+def _marks(n: int) -> str:
+    return ",".join("?" * n)
 
 
 def _lifecycle_only(flt: RecordFilter) -> bool:
@@ -65,34 +70,28 @@ class IndexReads:
     ) -> list[tuple[str, float]]:
         """The ``k`` best BM25 matches passing ``flt``, best first (ties by rowid).
 
-        When the filter only asks for a lifecycle and unexpired records — the common case,
-        which most matches pass — the matches are ranked by FTS5 alone and only the top few
-        are checked against ``records``: joining every match costs twice the ranking itself
-        (a row lookup and the WHERE clause per match). If too few of them pass, the joined
-        query answers instead; the result is identical either way.
+        The matches are ranked by FTS5 alone and only the top page is checked against the
+        filter (``filter_rowids``): joining every match costs twice the ranking itself (a
+        row lookup and the WHERE clause per match, and a scope's whole rowid list). If too
+        few of the page pass, the joined query answers instead; the result is identical.
         """
         if not terms.strip():
             return []
         where, params = where_clause(flt)
+        # A selective filter (a scope is often an eighth of the store) needs a deeper page.
+        probe = max(4 * k, 200) if _lifecycle_only(flt) else max(16 * k, 800)
         try:
-            if _lifecycle_only(flt):
-                probe = max(4 * k, 200)
-                with self._lock:
-                    ranked = self._db.execute(
-                        "SELECT rowid, bm25(records_fts, 1.0, ?) AS score FROM records_fts "
-                        "WHERE records_fts MATCH ? ORDER BY score, rowid LIMIT ?",
-                        [context_weight, terms, probe],
-                    ).fetchall()
-                    passed = dict(
-                        self._db.execute(
-                            f"SELECT r.rowid, r.knowledge_id FROM records r WHERE r.rowid IN "
-                            f"({','.join('?' * len(ranked))}) AND {where}",
-                            [r for r, _s in ranked] + params,
-                        ).fetchall()
-                    ) if ranked else {}
-                hits = [(passed[r], -s) for r, s in ranked if r in passed]
+            with self._lock:
+                ranked = self._db.execute(
+                    "SELECT rowid, bm25(records_fts, 1.0, ?) AS score FROM records_fts "
+                    "WHERE records_fts MATCH ? ORDER BY score, rowid LIMIT ?",
+                    [context_weight, terms, probe],
+                ).fetchall()
+                passed = set(self.filter_rowids([r for r, _s in ranked], flt))
+                hits = [(r, -s) for r, s in ranked if r in passed][:k]
                 if len(hits) >= k or len(ranked) < probe:
-                    return hits[:k]
+                    names = self.ids_for_rowids([r for r, _s in hits])
+                    return [(names[r], s) for r, s in hits]
             sql = (
                 "SELECT r.knowledge_id, bm25(records_fts, 1.0, ?) AS score FROM records_fts "
                 "JOIN records r ON r.rowid = records_fts.rowid "
@@ -199,17 +198,47 @@ class IndexReads:
         return {int(r): kid for r, kid in rows}
 
     def filter_rowids(self, rowids: Sequence[int], flt: RecordFilter) -> list[int]:
-        """Those of ``rowids`` whose records pass ``flt``."""
+        """Those of ``rowids`` whose records pass ``flt``, in the order given.
+
+        Scope and tag conditions are checked through their tables' (scope, rid) and
+        (tag, rid) keys for just these rowids: as ``where_clause``'s ``rowid IN (SELECT
+        ...)`` the planner walks every record in the scope (an eighth of the store) instead.
+        """
         if not rowids:
             return []
-        where, params = where_clause(flt)
+        ids = [int(r) for r in rowids]
+        where, params = where_clause(replace(flt, scopes=None, tags=None))
         with self._lock:
-            rows = self._db.execute(
-                f"SELECT r.rowid FROM records r WHERE r.rowid IN ({','.join('?' * len(rowids))})"
-                f" AND {where}",
-                [int(r) for r in rowids] + params,
-            ).fetchall()
-        return [int(r[0]) for r in rows]
+            keep = {
+                int(r[0])
+                for r in self._db.execute(
+                    f"SELECT r.rowid FROM records r WHERE r.rowid IN ({_marks(len(ids))})"
+                    f" AND {where}",
+                    ids + params,
+                ).fetchall()
+            }
+            if keep and flt.scopes is not None:
+                scopes = [*flt.scopes, "*"]  # '*' is global knowledge, as in where_clause
+                keep &= {
+                    int(r[0])
+                    for r in self._db.execute(
+                        f"SELECT rid FROM record_scopes WHERE scope IN ({_marks(len(scopes))})"
+                        f" AND rid IN ({_marks(len(keep))})",
+                        [*scopes, *keep],
+                    ).fetchall()
+                }
+            for tag in flt.tags or ():
+                if not keep:
+                    break
+                keep &= {
+                    int(r[0])
+                    for r in self._db.execute(
+                        f"SELECT rid FROM record_tags WHERE tag = ? AND rid IN "
+                        f"({_marks(len(keep))})",
+                        [tag, *keep],
+                    ).fetchall()
+                }
+        return [r for r in ids if r in keep]
 
     def rowid_of(self, knowledge_id: str) -> int | None:
         with self._lock:
