@@ -212,8 +212,10 @@ class IndexReads:
             keep = {
                 int(r[0])
                 for r in self._db.execute(
-                    f"SELECT r.rowid FROM records r WHERE r.rowid IN ({_marks(len(ids))})"
-                    f" AND {where}",
+                    # NOT INDEXED: look the rowids up; the planner otherwise prefers the
+                    # lifecycle index and walks every active record (~20 ms at 100k).
+                    f"SELECT r.rowid FROM records r NOT INDEXED WHERE r.rowid IN "
+                    f"({_marks(len(ids))}) AND {where}",
                     ids + params,
                 ).fetchall()
             }
