@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from amcp.memory import Memory
-from amcp.retrieval import vectors
+from amcp.retrieval import search, vectors
 from amcp.retrieval.lexical import build_match
 from amcp.store.base import RecordFilter
 from amcp.store.sqlite import SQLiteStore
@@ -83,7 +83,7 @@ def _ann(mem: Memory) -> vectors.VectorIndex:
 
 
 @pytest.mark.usefixtures("small_ann")
-def test_snapshot_saved_and_reused(tmp_path: Path) -> None:
+def test_snapshot_saved_and_reused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     path = tmp_path / "m.db"
     snap = tmp_path / "m.db.vectors"
     with Memory(path, embedder="hashing") as mem:
@@ -102,15 +102,28 @@ def test_snapshot_saved_and_reused(tmp_path: Path) -> None:
         added = _fill(mem, 5, start=1000)
         gone = before[0]
         mem.invalidate(gone, "wrong")
-    # Closed after changes: the snapshot moved on; the next open needs no replay.
+    # Closed after a few changes: the snapshot is not rewritten (it is ~3 KiB a vector);
+    # the next open replays those changes from the log and gets the same index.
+    mtime = snap.stat().st_mtime_ns
     with Memory(path, embedder="hashing") as mem:
         mem.recall("warm", touch=False)
-        assert mem.searcher._saved == mem.searcher._seen
+        assert snap.stat().st_mtime_ns == mtime
+        assert mem.searcher._saved != mem.searcher._seen
         index = mem.searcher.index
         assert index is not None
         ids = set(index.ids().tolist())
         assert {mem.store.rowid_of(k) for k in added} <= ids
         assert mem.store.rowid_of(gone) not in ids
+        # Far enough behind (the threshold lowered to what this test writes): saved on close.
+        monkeypatch.setattr(search, "_SAVE_MIN_CHANGES", 5)
+        monkeypatch.setattr(search, "_SAVE_MIN_SHARE", 0.0)
+        again = _fill(mem, 5, start=2000)
+    with Memory(path, embedder="hashing") as mem:
+        mem.recall("warm", touch=False)
+        assert mem.searcher._saved == mem.searcher._seen  # loaded at the head: no replay
+        index = mem.searcher.index
+        assert index is not None
+        assert {mem.store.rowid_of(k) for k in again} <= set(index.ids().tolist())
 
 
 @pytest.mark.usefixtures("small_ann")

@@ -89,6 +89,10 @@ class ChangeFeed(Protocol):
 # Replaying more changes than this share of the index costs more than a rebuild from the
 # vector table (both are linear, the replay per change, the rebuild per vector).
 _REPLAY_MAX_SHARE = 0.25
+# close() rewrites the snapshot only this far behind (well under the replay limit above, so
+# an open never has to rebuild because closes skipped the save).
+_SAVE_MIN_CHANGES = 500
+_SAVE_MIN_SHARE = 0.05
 # Largest second probe of a filtered vector search: an HNSW walk with efSearch this large
 # costs about what gathering the permitted rowids does at 100k records.
 _PROBE_MAX = 2_000
@@ -208,9 +212,10 @@ class HybridSearcher:
                 index.remove(np.asarray(drop, dtype=np.int64))
             self._seen = head
 
-    def save(self) -> bool:
+    def save(self, *, min_changes: int = 0) -> bool:
         """Snapshot the vector index next to the store if it has an ANN graph the snapshot
-        on disk lacks. Safe from any thread; True if written."""
+        on disk lacks (and, with ``min_changes``, only once the snapshot on disk is at least
+        that many changes behind). Safe from any thread; True if written."""
         from amcp.retrieval.vectors import write_snapshot
 
         feed = self.store if isinstance(self.store, ChangeFeed) else None
@@ -223,6 +228,8 @@ class HybridSearcher:
             self._catch_up()
             if self._saved == self._seen or self.index is not index:
                 return False
+            if self._saved is not None and self._seen[0] - self._saved[0] < min_changes:
+                return False  # the next open replays those few changes from the log instead
             seen = self._seen
             parts = index.snapshot(seen[0], tag=f"{self._tag()} {seen[1]}")
         write_snapshot(self.snapshot, parts)
@@ -245,9 +252,13 @@ class HybridSearcher:
         self.index = None
 
     def close(self) -> None:
-        """Persist the index if it changed since it was loaded or saved (see ``save``)."""
+        """Persist the index if it was built here, or if the snapshot on disk is far behind:
+        the snapshot is ~3 KiB per vector (320 MB at 100k), so rewriting it because one CLI
+        call added a record would cost more than replaying the log on the next open."""
+        index = self.index
+        behind = max(_SAVE_MIN_CHANGES, int(len(index) * _SAVE_MIN_SHARE)) if index else 0
         try:
-            self.save()
+            self.save(min_changes=behind)
         except Exception:  # a failed snapshot costs a rebuild on the next open, nothing else
             log.exception("saving the vector index snapshot failed")
         if self.index is not None:
