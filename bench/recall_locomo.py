@@ -1,7 +1,9 @@
 """LoCoMo evidence recall through ``Memory.remember`` / ``Memory.recall``.
 
 Every turn of ../shared/bench-data/locomo/locomo10.json is remembered (one conversation =
-one store, as in the paper; speaker, session date and dia_id kept), every category 1–4
+one scope of one store, as the issue asks — ``--layout shared``, the default — or one store
+per conversation as in the paper, ``--layout per-conversation``; speaker, session date and
+dia_id kept), every category 1–4
 question is asked through ``recall``, and evidence recall@k is reported per category and
 overall — the metric of the LoCoMo paper (Table 3): the share of a question's evidence
 dia_ids found among the top-k retrieved turns, averaged over questions.
@@ -18,7 +20,8 @@ next run (query-time experiments only: an index change needs a fresh store).
 
 Until 2026-11-30 all conversations shared one store and each was asked right after its own
 ingest, so conversation N was scored against an index holding conversations 0..N: its
-figures depended on the order (same code: 72.9 R@10 that way, 73.6 one store each).
+figures depended on the order (same code: 72.9 R@10 that way, 73.6 one store each). Now the
+shared layout ingests every conversation before the first question.
 """
 
 from __future__ import annotations
@@ -196,6 +199,11 @@ def main() -> None:
     ap.add_argument("--embed-cache", type=Path, help="SQLite file of cached embeddings")
     ap.add_argument("--store", type=Path, help="keep the built store here and reuse it")
     ap.add_argument(
+        "--layout", choices=["shared", "per-conversation"], default="shared",
+        help="shared: one store, one scope per conversation (the issue's method); "
+        "per-conversation: one store each (the paper's)",
+    )
+    ap.add_argument(
         "--tuning", default="", help="SearchTuning overrides, e.g. rrf_k=20,coverage_weight=0"
     )
     args = ap.parse_args()
@@ -223,30 +231,37 @@ def main() -> None:
             embedder = CachedEmbedder(get_embedder(args.embedder), args.embed_cache)
         elif args.embedder == "minilm":
             embedder = get_embedder("minilm")  # loaded once, shared by the ten stores
-        for index in chosen:
-            sample = samples[index]
-            # One store per conversation, as in the paper: the retriever sees that conversation
-            # only, so a conversation's figures do not depend on which others were ingested
-            # before it (IDF and common-term pruning are per store).
-            db = where / f"conv-{index}.db"
-            built = where / f"conv-{index}.json"
-            wanted = {"context_window": [args.before, args.after]}
+        shared = args.layout == "shared"
+
+        def open_store(name: str) -> tuple[Memory, bool]:
+            db = where / f"{name}.db"
+            built = where / f"{name}.json"
+            wanted = {"context_window": [args.before, args.after],
+                      "conversations": chosen if shared else name}
             reuse = args.store is not None and built.exists()
             reuse = reuse and json.loads(built.read_text()) == wanted
             if not reuse:
-                for old in where.glob(f"conv-{index}.db*"):
+                for old in where.glob(f"{name}.db*"):
                     old.unlink()
             mem = Memory(db, embedder=embedder)
             mem.searcher = HybridSearcher(mem.store, mem.embedder, tuning)
+            if args.store and not reuse:
+                built.write_text(json.dumps(wanted))
+            return mem, reuse
+
+        def fill(mem: Memory, reuse: bool, indexes: list[int]) -> None:
+            nonlocal turns, t_ingest, timed
             if reuse:
                 timed = False
                 turns += mem.stats().records
-            else:
-                t0 = time.perf_counter()
-                turns += ingest(mem, sample, args.before, args.after)
-                t_ingest += time.perf_counter() - t0
-                if args.store:
-                    built.write_text(json.dumps(wanted))
+                return
+            t0 = time.perf_counter()
+            for index in indexes:
+                turns += ingest(mem, samples[index], args.before, args.after)
+            t_ingest += time.perf_counter() - t0
+
+        def ask(mem: Memory, index: int) -> None:
+            sample = samples[index]
             scope = f"locomo:{sample['sample_id']}"
             known = {
                 t["dia_id"]
@@ -272,8 +287,26 @@ def main() -> None:
                 for k in KS:
                     found = len(set(got[:k]) & set(gold))
                     per_cat[cat][k].append(found / len(gold))
+
+        if shared:
+            # The issue's layout: one store, one conversation = one scope. Every conversation
+            # is ingested before any question, so no figure depends on the ingest order;
+            # term statistics (IDF, common-term pruning) are the whole store's.
+            mem, reuse = open_store("shared")
+            fill(mem, reuse, chosen)
+            for index in chosen:
+                ask(mem, index)
             model = mem.embedder.model_id if mem.embedder else "none"
             mem.close()
+        else:
+            # One store per conversation, as in the paper: the retriever sees that
+            # conversation only (IDF and common-term pruning are per store).
+            for index in chosen:
+                mem, reuse = open_store(f"conv-{index}")
+                fill(mem, reuse, [index])
+                ask(mem, index)
+                model = mem.embedder.model_id if mem.embedder else "none"
+                mem.close()
 
     def merged(indexes: Iterable[int]) -> dict[int, dict[int, list[float]]]:
         out: dict[int, dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
@@ -304,6 +337,7 @@ def main() -> None:
         {
             "embedder": model,
             "context_window": [args.before, args.after],
+            "layout": args.layout,
             "tuning": asdict(tuning),
             "conversations": chosen,
             "turns": turns,
