@@ -30,6 +30,9 @@ class RecordCache:
         # watermark: any put or lifecycle change moves max_hlc, and neither answer depends
         # on weights or access statistics, which do not.
         self.memo: dict[Any, tuple[Any, Any]] = {}
+        # The scalar-quantised vector copy packs pre-scan (``amcp.cse.relevance``); kept
+        # here, not in ``memo``, which is cleared when it grows.
+        self.quantised: Any = None
 
     def remember(self, key: Any, watermark: Any, compute: Callable[[], T]) -> T:
         hit = self.memo.get(key)
@@ -166,7 +169,7 @@ def _catch_up(
 ) -> _Ranked | None:
     """``old`` updated with the changes since ``old_mark``, or None to recompute."""
     states = getattr(store, "states", None)
-    old_seq, new_seq = _seq(old_mark[1]), _seq(mark[1])
+    old_seq, new_seq = seq_of(old_mark[1]), seq_of(mark[1])
     if states is None or old_seq is None or new_seq is None or new_seq < old_seq:
         return None
     if new_seq - old_seq > MAX_CATCH_UP:
@@ -191,7 +194,8 @@ def _catch_up(
     return _Ranked(merged[:depth], old.complete and len(merged) <= depth)
 
 
-def _seq(head: str | None) -> int | None:
+def seq_of(head: str | None) -> int | None:
+    """The sequence number of a change-log head (``"seq hash sig"``), if there is one."""
     if not head:
         return None
     try:
@@ -278,5 +282,5 @@ def entries(store: Store, ids: Sequence[str], states: dict[str, RecordState]) ->
 
 __all__ = [
     "Entry", "RecordCache", "cache_for", "change_mark", "entries", "live_states", "load",
-    "ranked_ids",
+    "ranked_ids", "seq_of",
 ]

@@ -29,11 +29,9 @@ from __future__ import annotations
 import hashlib
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
-
-import numpy as np
 
 from amcp.amf.record import AMF_VERSION, AMFRecord
 from amcp.amf.timefmt import format_ts
@@ -42,6 +40,7 @@ from amcp.cse import gravity
 from amcp.cse.cache import cache_for, change_mark, load, ranked_ids
 from amcp.cse.canon import Raw, packb_parts
 from amcp.cse.entry import Entry
+from amcp.cse.relevance import top_relevant
 from amcp.cse.roi import recency_factor, roi, token_cost
 from amcp.cse.tiers import pointer_line
 from amcp.cse.zones import CORE_TYPES, NEAR_FULL, Zone, ZoneUse, allocate
@@ -242,36 +241,10 @@ def _find_version(memory: Memory, project: str, flt: RecordFilter) -> str:
     return " ".join(newest.core.object.split())[:40].removeprefix("v")
 
 
-def _exact_top(memory: Memory, query: Any, flt: RecordFilter, k: int) -> list[tuple[str, float]]:
-    """Exact top-``k`` by cosine, ties by rowid.
-
-    Not ``HybridSearcher.vector_search``: above 20k vectors that switches to an HNSW graph
-    built in a background thread, whose answers are approximate and depend on whether the
-    build has finished — two processes would then pack different records for the same
-    request, which upstream step 7 forbids. (The index's exact scan is private; the lead is
-    asked to expose it as ``VectorIndex.search(..., exact=True)``.)
-    """
-    index = memory.searcher._ensure_index()
-    if index is None or len(index) == 0:
-        return []
-    q = np.asarray(query, dtype=np.float32).reshape(-1)
-    norm = float(np.linalg.norm(q))
-    q = q / norm if norm > 0 else q
-    with index._lock:
-        probe = index._exact(q, k * 4, None)
-    if flt.scopes is None:
-        probe = probe[:k]
-    names = memory.store.ids_for_rowids([r for r, _ in probe])
-    if flt.scopes is not None:
-        allowed = set(memory.store.rowids(replace(flt, ids=tuple(names.values()))).tolist())
-        probe = [(r, s) for r, s in probe if r in allowed]
-    return [(names[r], s) for r, s in probe if r in names][:k]
-
-
 def _hits(memory: Memory, task: str, flt: RecordFilter) -> list[tuple[str, float]]:
     if memory.embedder is not None:
         query = memory.embedder.embed_query(task)
-        found = _exact_top(memory, query, flt, HITS)
+        found = top_relevant(memory, query, flt, HITS)
         return [(k, max(0.0, min(1.0, s))) for k, s in found]
     # No vectors: BM25 rank stands in for similarity (1 for the best, falling off).
     ranked = memory.store.search_lexical(match_query(task), flt, HITS)

@@ -1,0 +1,254 @@
+"""Task relevance for packs: the exact top-``k`` records by cosine, fast and deterministic.
+
+A pack needs the ``k`` records most similar to the task. Scanning every float32 vector is
+exact but reads ``n × dim × 4`` bytes per pack (150 MB at 100k × 384): memory-bound, and
+the slowest step of a pack. The retrieval index's HNSW graph is faster but approximate and
+depends on build order and readiness, which a pack's digest may not (PROFILE §7).
+
+So two steps:
+
+1. **pre-scan** a scalar-quantised copy of the vectors (faiss SQ8, one byte a component, a
+   quarter of the bytes, SIMD) for the ``CANDIDATES`` best approximate scores. The range is
+   FIXED at [-1, 1] (vectors are unit length), not trained on the data, so a vector's code
+   depends on that vector alone: a copy caught up after writes holds the same codes as one
+   rebuilt from scratch. The candidates are every row whose approximate score is *strictly*
+   above the ``CANDIDATES``-th best score — a set fixed by the scores alone, never by row
+   order or by how ties at the cut were broken;
+2. **rerank** the candidates exactly (float64 dot products of the index's float32 rows),
+   drop what is not packable (another scope, not active, expired), and order by score,
+   ties by knowledge id.
+
+Quantisation moves a score by about ``2/255/sqrt(12) ≈ 0.002`` (|q| = 1), far less than the
+gap between the ``k``-th and the ``CANDIDATES``-th best on real stores, so the pre-scan keeps
+every record of the exact top-``k`` (``bench/cse_pack.py`` measures how often it does not).
+
+The copy mirrors ``HybridSearcher``'s vector index (the rows an exact scan would read) and
+is kept per store, like the CSE ranking cache: when the store's change mark moves, the rows
+added to or removed from the index are applied and the records named by the change log are
+re-encoded; when the log cannot say what changed, or the index was replaced, it is rebuilt.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+from weakref import ref
+
+import numpy as np
+import numpy.typing as npt
+
+from amcp.amf.types import Lifecycle
+from amcp.cse.cache import MAX_CATCH_UP, cache_for, change_mark, seq_of
+from amcp.store.base import RecordFilter, Store
+
+if TYPE_CHECKING:
+    from amcp.memory import Memory
+    from amcp.retrieval.vectors import VectorIndex
+
+CANDIDATES = 384  # pre-scan depth: 8 × the pack's 48 hits; ~1 ms more rerank than 48
+MIN_QUANTISED = 4_096  # below this, every row is a candidate (the exact rerank is cheaper)
+_BUILD_CHUNK = 8_192  # rows encoded at a time while building (bounds the float copy)
+
+F32 = npt.NDArray[np.float32]
+I64 = npt.NDArray[np.int64]
+
+
+@dataclass(slots=True)
+class _Copy:
+    """SQ8 codes of the index's rows, in a faiss index; ``rowids[i]`` is row ``i``'s id."""
+
+    index: ref[Any]  # the VectorIndex mirrored (weakly: a replaced index is rebuilt)
+    mark: Any
+    sq: Any  # faiss.IndexScalarQuantizer
+    rowids: I64
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+def top_relevant(
+    memory: Memory, query: Any, flt: RecordFilter, k: int, *, candidates: int = CANDIDATES
+) -> list[tuple[str, float]]:
+    """The ``k`` packable records most similar to ``query``: ``(knowledge_id, cosine)``,
+    best first, ties by knowledge id. Packable: in ``flt.scopes`` (when given), active, not
+    expired at ``flt.now``. A query that is empty, zero or not finite relates to nothing."""
+    index = memory.searcher._ensure_index()
+    if index is None or len(index) == 0 or k <= 0:
+        return []
+    q = np.asarray(query, dtype=np.float32).reshape(-1)
+    if q.shape[0] != index.dim or not np.isfinite(q).all():
+        return []
+    norm = float(np.linalg.norm(q))
+    if norm == 0.0:
+        return []
+    q = q / np.float32(norm)
+    store = memory.store
+    rows = _prescan(store, index, q, max(candidates, k))
+    return _rerank(store, index, q, rows, flt, k)
+
+
+# -- pre-scan --------------------------------------------------------------------------
+
+
+def _prescan(store: Store, index: VectorIndex, q: F32, depth: int) -> I64:
+    """Candidate row ids: all rows when few, else those strictly above the ``depth``-th
+    best approximate score (a set that does not depend on row order)."""
+    if len(index) <= max(depth, MIN_QUANTISED):
+        return index.ids()
+    faiss = _faiss()
+    if faiss is None:  # no faiss: the index has no graph either, so its search is exact
+        return np.asarray([r for r, _ in index.search(q, depth)], dtype=np.int64)
+    copy = quantised(store, index)
+    with copy.lock:
+        dist, pos = copy.sq.search(q.reshape(1, -1), depth)
+        dist, pos = np.asarray(dist[0]), np.asarray(pos[0], dtype=np.int64)
+        full = len(pos) == depth and pos[-1] >= 0  # else fewer rows than asked: all of them
+        keep = pos[dist > dist[-1]] if full else pos[pos >= 0]
+        out: I64 = copy.rowids[keep].copy()
+        return out
+
+
+def quantised(store: Store, index: VectorIndex) -> _Copy:
+    """The store's SQ8 copy of ``index``, caught up with the store's change mark."""
+    cache = cache_for(store)
+    mark = change_mark(store)
+    copy: _Copy | None = cache.quantised
+    if copy is not None and copy.index() is index:
+        if copy.mark == mark and len(copy.rowids) == len(index):
+            return copy
+        with copy.lock:
+            if _catch_up(store, index, copy, mark):
+                return copy
+    copy = _build(index, mark)
+    cache.quantised = copy
+    return copy
+
+
+def _new_sq(dim: int) -> Any:
+    faiss = _faiss()
+    assert faiss is not None
+    sq = faiss.IndexScalarQuantizer(
+        dim, faiss.ScalarQuantizer.QT_8bit_uniform, faiss.METRIC_INNER_PRODUCT
+    )
+    # Train on two constant vectors: the range is [-1, 1] whatever the data, so a code is a
+    # function of its vector alone (a trained range would move with the store's content).
+    sq.train(np.stack([np.full(dim, -1.0, np.float32), np.full(dim, 1.0, np.float32)]))
+    return sq
+
+
+def _rows(index: VectorIndex, ids: I64) -> tuple[I64, F32]:
+    """The index's float32 rows of ``ids`` (ids removed meanwhile are left out)."""
+    vecs, kept = [], []
+    for r in ids.tolist():
+        v = index.vector(r)
+        if v is not None:
+            vecs.append(v)
+            kept.append(r)
+    if not vecs:
+        return np.zeros(0, np.int64), np.zeros((0, index.dim), np.float32)
+    return np.asarray(kept, dtype=np.int64), np.stack(vecs).astype(np.float32, copy=False)
+
+
+def _build(index: VectorIndex, mark: Any) -> _Copy:
+    sq = _new_sq(index.dim)
+    ids = index.ids()
+    parts = []
+    for start in range(0, len(ids), _BUILD_CHUNK):
+        kept, mat = _rows(index, ids[start:start + _BUILD_CHUNK])
+        if len(kept):
+            sq.add(mat)
+            parts.append(kept)
+    rowids = np.concatenate(parts) if parts else np.zeros(0, np.int64)
+    return _Copy(ref(index), mark, sq, rowids)
+
+
+def _catch_up(store: Store, index: VectorIndex, copy: _Copy, mark: Any) -> bool:
+    """Apply the index's changes since ``copy.mark``; False when a rebuild is needed.
+
+    Rows added to or removed from the index are found by comparing id sets (that also
+    covers purges, which leave no record to look a row id up by). A row whose vector was
+    replaced in place keeps its id, so the change log names those: every record changed
+    since the old mark is re-encoded. If the log cannot cover the gap, rebuild."""
+    old_seq, new_seq = seq_of(copy.mark[1]), seq_of(mark[1])
+    if old_seq is None or new_seq is None or not 0 <= new_seq - old_seq <= MAX_CATCH_UP:
+        return False
+    changes = store.changes(since_hlc=copy.mark[0], limit=MAX_CATCH_UP + 1)
+    seqs = {c.seq for c in changes if c.seq > old_seq}
+    if len(seqs) != new_seq - old_seq:  # a change not after the old HLC: start over
+        return False
+    now_ids = index.ids()
+    have = copy.rowids
+    gone = np.setdiff1d(have, now_ids, assume_unique=True)
+    new = np.setdiff1d(now_ids, have, assume_unique=True)
+    touched = {store.rowid_of(c.knowledge_id) for c in changes if c.seq > old_seq}
+    same = np.asarray(sorted(r for r in touched if r is not None), dtype=np.int64)
+    same = same[np.isin(same, have) & np.isin(same, now_ids)]
+    drop = np.concatenate([gone, same])
+    if len(drop):
+        pos = np.flatnonzero(np.isin(have, drop)).astype(np.int64)
+        faiss = _faiss()
+        assert faiss is not None
+        # remove_ids compacts the codes in order; mirror it on the row ids.
+        copy.sq.remove_ids(faiss.IDSelectorBatch(len(pos), faiss.swig_ptr(pos)))
+        have = np.delete(have, pos)
+    kept, mat = _rows(index, np.concatenate([new, same]))
+    if len(kept):
+        copy.sq.add(mat)
+        have = np.concatenate([have, kept])
+    if copy.sq.ntotal != len(have):
+        return False
+    copy.rowids, copy.mark = have, mark
+    return len(have) == len(index)
+
+
+# -- exact rerank ----------------------------------------------------------------------
+
+
+def _rerank(
+    store: Store, index: VectorIndex, q: F32, rows: I64, flt: RecordFilter, k: int
+) -> list[tuple[str, float]]:
+    rows = np.unique(rows)  # sorted: the dot products never depend on how rows arrived
+    kept, mat = _rows(index, rows)
+    if not len(kept):
+        return []
+    # float64: products of float32 values are exact, so the score is the cosine to ~1e-16,
+    # whatever order a BLAS sums in.
+    scores = mat.astype(np.float64) @ q.astype(np.float64)
+    names = store.ids_for_rowids(kept.tolist())
+    ok = _packable(store, list(names.values()), flt)
+    hits = [
+        (names[r], s) for r, s in zip(kept.tolist(), scores.tolist(), strict=True)
+        if names.get(r) in ok
+    ]
+    hits.sort(key=lambda h: (-h[1], h[0]))
+    return hits[:k]
+
+
+def _packable(store: Store, kids: list[str], flt: RecordFilter) -> set[str]:
+    """Those of ``kids`` in ``flt.scopes``, active and unexpired at ``flt.now``."""
+    if not kids:
+        return set()
+    # No lifecycle in the SQL: with one, SQLite prefers the lifecycle index and scans every
+    # active row instead of looking the ids up (see ``cache.live_states``).
+    look = RecordFilter(scopes=flt.scopes, ids=tuple(kids), lifecycles=None,
+                        include_expired=True)
+    states = getattr(store, "states", None)
+    if states is None:
+        return {s.knowledge_id for s in store.query(
+            RecordFilter(scopes=flt.scopes, ids=tuple(kids), now=flt.now), limit=len(kids))}
+    now = flt.now
+    return {
+        row.knowledge_id for row in states(look, limit=len(kids))
+        if row.state.lifecycle is Lifecycle.ACTIVE
+        and (now is None or row.state.expires_at is None or row.state.expires_at > now)
+    }
+
+
+def _faiss() -> Any:
+    try:
+        import faiss
+    except ImportError:  # pragma: no cover - faiss is a dependency; exact search still works
+        return None
+    return faiss
+
+
+__all__ = ["CANDIDATES", "quantised", "top_relevant"]
