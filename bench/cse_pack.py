@@ -17,6 +17,10 @@ Timing (``Memory.context`` wall time, and CPU time of this process):
   so the core ranking must take it in), and the next pack — again a new task — is timed.
   The written records are purged at the end, so the store's content is as before.
 
+Pre-scan recall (``prescan_*``): for 200 tasks, the exact top-48 by cosine over every indexed
+vector (float64, ties by row id) against the candidates of the quantised pre-scan
+(``amcp.cse.relevance``); a record of the exact top-48 outside the candidates is a miss.
+
 Determinism: one request built 100 times in this process and once in each of 2 fresh
 processes must give one digest. The load average is recorded before and after.
 Writes bench/results/cse_pack.json.
@@ -84,6 +88,39 @@ def digest_once(path: Path, now: float) -> str:
         return digest
 
 
+def prescan_misses(mem: Memory, tasks: int = 200) -> dict[str, object]:
+    """How often the SQ8 pre-scan's candidates miss a record of the exact top-``HITS``."""
+    import numpy as np
+
+    from amcp.cse.pack import HITS
+    from amcp.cse.relevance import CANDIDATES, _prescan, _unit
+
+    index = mem.searcher._ensure_index()
+    if index is None or mem.embedder is None:
+        return {}
+    members = index.ids()
+    parts = [(ids[np.isin(ids, members)], _unit(mat[np.isin(ids, members)]))
+             for ids, mat in mem.store.iter_vectors()]
+    ids = np.concatenate([p[0] for p in parts])
+    mat = np.concatenate([p[1] for p in parts]).astype(np.float64)
+    rng = random.Random(2026)
+    missed = tasks_missing = 0
+    sizes = []
+    for _ in range(tasks):
+        q = np.asarray(mem.embedder.embed_query(" ".join(rng.choice(WORDS) for _ in range(6))),
+                       dtype=np.float32)
+        q = q / np.float32(np.linalg.norm(q))
+        exact = ids[np.lexsort((ids, -(mat @ q.astype(np.float64))))[:HITS]]
+        cands = _prescan(mem.store, index, q, CANDIDATES)
+        sizes.append(len(cands))
+        lost = len(set(exact.tolist()) - set(cands.tolist()))
+        missed += lost
+        tasks_missing += lost > 0
+    return {"prescan_tasks": tasks, "prescan_candidates_p50": median(sizes),
+            "prescan_tasks_with_a_miss": tasks_missing,
+            "prescan_missed_records": missed, "prescan_exact_records": tasks * HITS}
+
+
 def _timed(mem: Memory, task: str, now: float) -> tuple[float, float]:
     c, t = time.process_time(), time.perf_counter()
     mem.context(task, budget_tokens=8000, now=now)
@@ -132,6 +169,7 @@ def run(path: Path, n: int, packs: int, writes: int) -> dict[str, object]:
         for kid in written:
             mem.purge(kid, reason="cse_pack bench write")
         after_purge = mem.context(REQUEST["task"], budget_tokens=8000, now=now).digest
+        recall = prescan_misses(mem)
     finally:
         index = mem.searcher.index
         if index is not None:  # exiting while faiss builds aborts the process
@@ -150,6 +188,7 @@ def run(path: Path, n: int, packs: int, writes: int) -> dict[str, object]:
         "distinct_digests_across_2_processes": len(procs | digests),
         "digest_unchanged_after_purging_writes": after_purge in digests,
         "digest": sorted(digests)[0],
+        **recall,
         "loadavg_before": [round(x, 2) for x in load_before],
         "loadavg_after": [round(x, 2) for x in os.getloadavg()],
     }

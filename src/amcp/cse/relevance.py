@@ -31,6 +31,8 @@ re-encoded; when the log cannot say what changed, or the index was replaced, it 
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from weakref import ref
@@ -98,7 +100,7 @@ def _prescan(store: Store, index: VectorIndex, q: F32, depth: int) -> I64:
     if faiss is None:  # no faiss: the index has no graph either, so its search is exact
         return np.asarray([r for r, _ in index.search(q, depth)], dtype=np.int64)
     copy = quantised(store, index)
-    with copy.lock:
+    with copy.lock, _one_thread(faiss):
         dist, pos = copy.sq.search(q.reshape(1, -1), depth)
         dist, pos = np.asarray(dist[0]), np.asarray(pos[0], dtype=np.int64)
         full = len(pos) == depth and pos[-1] >= 0  # else fewer rows than asked: all of them
@@ -118,7 +120,7 @@ def quantised(store: Store, index: VectorIndex) -> _Copy:
         with copy.lock:
             if _catch_up(store, index, copy, mark):
                 return copy
-    copy = _build(index, mark)
+    copy = _build(store, index, mark)
     cache.quantised = copy
     return copy
 
@@ -136,7 +138,8 @@ def _new_sq(dim: int) -> Any:
 
 
 def _rows(index: VectorIndex, ids: I64) -> tuple[I64, F32]:
-    """The index's float32 rows of ``ids`` (ids removed meanwhile are left out)."""
+    """The index's float32 rows of ``ids`` (ids removed meanwhile are left out). One call
+    per row: for a pack's few hundred candidates and the rows a catch-up adds."""
     vecs, kept = [], []
     for r in ids.tolist():
         v = index.vector(r)
@@ -148,16 +151,32 @@ def _rows(index: VectorIndex, ids: I64) -> tuple[I64, F32]:
     return np.asarray(kept, dtype=np.int64), np.stack(vecs).astype(np.float32, copy=False)
 
 
-def _build(index: VectorIndex, mark: Any) -> _Copy:
+def _unit(mat: F32) -> F32:
+    """Rows scaled to unit length exactly as ``VectorIndex.add`` does, so a code built from
+    the store's vector equals the code of the index's row (checked by the tests)."""
+    norms = np.linalg.norm(mat, axis=1, keepdims=True)
+    out: F32 = mat / np.maximum(norms, np.float32(1e-12))
+    return out
+
+
+def _build(store: Store, index: VectorIndex, mark: Any) -> _Copy:
+    """Encode every row of ``index``, reading the vectors from the store in batches: one
+    index call per row would contend with a background HNSW build for the index's lock."""
     sq = _new_sq(index.dim)
-    ids = index.ids()
+    members = np.sort(index.ids())
     parts = []
-    for start in range(0, len(ids), _BUILD_CHUNK):
-        kept, mat = _rows(index, ids[start:start + _BUILD_CHUNK])
+    for ids, mat in store.iter_vectors():
+        keep = np.isin(ids, members, assume_unique=True)
+        if keep.any() and mat.shape[1] == index.dim:
+            sq.add(np.ascontiguousarray(_unit(mat[keep].astype(np.float32, copy=False))))
+            parts.append(ids[keep].astype(np.int64, copy=False))
+    rowids = np.concatenate(parts) if parts else np.zeros(0, np.int64)
+    missing = np.setdiff1d(members, rowids, assume_unique=True)
+    if len(missing):  # in the index but not (or not as is) in the store: ask the index
+        kept, mat = _rows(index, missing)
         if len(kept):
             sq.add(mat)
-            parts.append(kept)
-    rowids = np.concatenate(parts) if parts else np.zeros(0, np.int64)
+            rowids = np.concatenate([rowids, kept])
     return _Copy(ref(index), mark, sq, rowids)
 
 
@@ -213,12 +232,25 @@ def _rerank(
     # float64: products of float32 values are exact, so the score is the cosine to ~1e-16,
     # whatever order a BLAS sums in.
     scores = mat.astype(np.float64) @ q.astype(np.float64)
-    names = store.ids_for_rowids(kept.tolist())
-    ok = _packable(store, list(names.values()), flt)
-    hits = [
-        (names[r], s) for r, s in zip(kept.tolist(), scores.tolist(), strict=True)
-        if names.get(r) in ok
-    ]
+    order = np.lexsort((kept, -scores))
+    kept, scores = kept[order], scores[order]
+    # Names and packability only for a prefix: best first, ``k`` at a time beyond ``2k``,
+    # each cut extended over rows tied with its last score, so ties are ordered by
+    # knowledge id over every row they involve.
+    hits: list[tuple[str, float]] = []
+    start, step = 0, 2 * k
+    while start < len(kept) and len(hits) < k:
+        end = min(start + step, len(kept))
+        while end < len(kept) and scores[end] == scores[end - 1]:
+            end += 1
+        part = kept[start:end].tolist()
+        names = store.ids_for_rowids(part)
+        ok = _packable(store, list(names.values()), flt)
+        hits.extend(
+            (names[r], float(s)) for r, s in zip(part, scores[start:end].tolist(), strict=True)
+            if names.get(r) in ok
+        )
+        start, step = end, k
     hits.sort(key=lambda h: (-h[1], h[0]))
     return hits[:k]
 
@@ -241,6 +273,20 @@ def _packable(store: Store, kids: list[str], flt: RecordFilter) -> set[str]:
         if row.state.lifecycle is Lifecycle.ACTIVE
         and (now is None or row.state.expires_at is None or row.state.expires_at > now)
     }
+
+
+@contextmanager
+def _one_thread(faiss: Any) -> Iterator[None]:
+    """One OpenMP thread for this thread's faiss calls. faiss splits a single query's scan
+    across threads; on a busy 2-core node that costs ~2.5x the CPU and more wall time than
+    scanning alone (measured in docs/cse.md). The setting is this thread's own (OpenMP keeps
+    it per thread), so the background HNSW build keeps its threads; it is restored after."""
+    before = faiss.omp_get_max_threads()
+    faiss.omp_set_num_threads(1)
+    try:
+        yield
+    finally:
+        faiss.omp_set_num_threads(before)
 
 
 def _faiss() -> Any:
