@@ -196,14 +196,14 @@ def _catch_up(store: Store, index: VectorIndex, copy: _Copy, mark: Any) -> bool:
         return False
     now_ids = index.ids()
     have = copy.rowids
-    gone = np.setdiff1d(have, now_ids, assume_unique=True)
-    new = np.setdiff1d(now_ids, have, assume_unique=True)
+    in_now, in_have = _member(now_ids, have), _member(have, now_ids)
+    gone, new = have[~in_now], now_ids[~in_have]
     touched = {store.rowid_of(c.knowledge_id) for c in changes if c.seq > old_seq}
     same = np.asarray(sorted(r for r in touched if r is not None), dtype=np.int64)
-    same = same[np.isin(same, have) & np.isin(same, now_ids)]
+    same = same[_member(have, same) & _member(now_ids, same)]
     drop = np.concatenate([gone, same])
     if len(drop):
-        pos = np.flatnonzero(np.isin(have, drop)).astype(np.int64)
+        pos = np.flatnonzero(_member(drop, have)).astype(np.int64)
         faiss = _faiss()
         assert faiss is not None
         # remove_ids compacts the codes in order; mirror it on the row ids.
@@ -217,6 +217,20 @@ def _catch_up(store: Store, index: VectorIndex, copy: _Copy, mark: Any) -> bool:
         return False
     copy.rowids, copy.mark = have, mark
     return len(have) == len(index)
+
+
+def _member(pool: I64, ids: I64) -> npt.NDArray[np.bool_]:
+    """``np.isin(ids, pool)``, by a bitmap when row ids are dense (SQLite's are): one pass
+    instead of sorting 100k ids twice for a catch-up after one write."""
+    if not len(ids) or not len(pool):
+        return np.zeros(len(ids), dtype=bool)
+    top = int(max(pool.max(), ids.max()))
+    if int(min(pool.min(), ids.min())) < 0 or top > 4 * (len(pool) + len(ids)) + 1024:
+        return np.isin(ids, pool)
+    seen = np.zeros(top + 1, dtype=bool)
+    seen[pool] = True
+    out: npt.NDArray[np.bool_] = seen[ids]
+    return out
 
 
 # -- exact rerank ----------------------------------------------------------------------

@@ -1,0 +1,181 @@
+"""Task relevance for packs: SQ8 pre-scan + exact rerank (``amcp.cse.relevance``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import faiss
+import numpy as np
+import pytest
+
+from amcp.amf.types import KnowledgeType as KT
+from amcp.cse import relevance as rel
+from amcp.cse.cache import cache_for
+from amcp.memory import Memory
+from amcp.store.base import RecordFilter
+
+from .kit import NOW, add, open_mem, seed
+
+TASK = "retry the api call after a timeout"
+
+
+@pytest.fixture
+def mem(tmp_path: Path) -> Memory:
+    m = open_mem(tmp_path)
+    seed(m, 60)
+    return m
+
+
+@pytest.fixture
+def quantise_small(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Use the quantised pre-scan even on a test-sized store."""
+    monkeypatch.setattr(rel, "MIN_QUANTISED", 0)
+
+
+def _query(mem: Memory, text: str = TASK) -> np.ndarray:
+    assert mem.embedder is not None
+    return np.asarray(mem.embedder.embed_query(text), dtype=np.float32)
+
+
+def _exact(mem: Memory, q: np.ndarray, k: int, flt: RecordFilter) -> list[tuple[str, float]]:
+    """Brute force over every indexed vector: the answer the pre-scan must not change."""
+    index = mem.searcher._ensure_index()
+    assert index is not None
+    rows = index.ids().tolist()
+    names = mem.store.ids_for_rowids(rows)
+    ok = {s.knowledge_id for s in mem.store.query(
+        RecordFilter(scopes=flt.scopes, ids=tuple(names.values()), now=flt.now),
+        limit=len(rows))}
+    unit = (q / np.linalg.norm(q)).astype(np.float64)
+    scored = []
+    for r in rows:
+        v = index.vector(r)
+        assert v is not None
+        if names[r] in ok:
+            scored.append((names[r], float(v.astype(np.float64) @ unit)))
+    scored.sort(key=lambda h: (-h[1], h[0]))
+    return scored[:k]
+
+
+def _codes(copy: rel._Copy) -> dict[int, bytes]:
+    codes = faiss.vector_to_array(copy.sq.codes).reshape(copy.sq.ntotal, copy.sq.code_size)
+    return {int(r): codes[i].tobytes() for i, r in enumerate(copy.rowids.tolist())}
+
+
+@pytest.mark.parametrize("candidates", [16, 24, rel.CANDIDATES])
+def test_equals_the_exact_top_k(mem: Memory, quantise_small: None, candidates: int) -> None:
+    flt = RecordFilter(now=NOW)
+    for text in (TASK, "cache index budget", "python sqlite network socket"):
+        q = _query(mem, text)
+        got = rel.top_relevant(mem, q, flt, 5, candidates=candidates)
+        want = _exact(mem, q, 5, flt)
+        assert [k for k, _ in got] == [k for k, _ in want]
+        assert [s for _, s in got] == pytest.approx([s for _, s in want], abs=1e-12)
+
+
+def test_small_store_scans_every_row_without_a_copy(mem: Memory) -> None:
+    q = _query(mem)
+    flt = RecordFilter(now=NOW)
+    assert rel.top_relevant(mem, q, flt, 7) == _exact(mem, q, 7, flt)
+    assert cache_for(mem.store).quantised is None  # below MIN_QUANTISED: no SQ8 copy
+
+
+def test_catch_up_equals_a_fresh_rebuild(mem: Memory, quantise_small: None) -> None:
+    flt = RecordFilter(now=NOW)
+    q = _query(mem)
+    rel.top_relevant(mem, q, flt, 5, candidates=16)
+    copy = cache_for(mem.store).quantised
+    assert copy is not None
+    ids = [add(mem, f"retry timeout api call variant {i}", KT.PITFALL, at=NOW - 60 + i)
+           for i in range(5)]
+    mem.purge(ids[0], reason="test")
+    victim = mem.list_records()[3].knowledge_id
+    mem.invalidate(victim, "wrong")
+    caught = rel.top_relevant(mem, q, flt, 5, candidates=16)
+    assert cache_for(mem.store).quantised is copy  # caught up in place, not rebuilt
+    index = mem.searcher._ensure_index()
+    assert index is not None
+    assert sorted(copy.rowids.tolist()) == sorted(index.ids().tolist())
+    cache_for(mem.store).quantised = None
+    fresh = rel.top_relevant(mem, q, flt, 5, candidates=16)
+    rebuilt = cache_for(mem.store).quantised
+    assert rebuilt is not None and rebuilt is not copy
+    assert _codes(rebuilt) == _codes(copy)  # a code depends on its vector alone
+    assert caught == fresh == _exact(mem, q, 5, flt)
+    assert ids[0] not in {k for k, _ in caught} and victim not in {k for k, _ in caught}
+
+
+def test_replaced_index_is_rebuilt(mem: Memory, quantise_small: None) -> None:
+    flt = RecordFilter(now=NOW)
+    q = _query(mem)
+    rel.top_relevant(mem, q, flt, 5, candidates=16)
+    first = cache_for(mem.store).quantised
+    mem.searcher.reset()
+    assert rel.top_relevant(mem, q, flt, 5, candidates=16) == _exact(mem, q, 5, flt)
+    assert cache_for(mem.store).quantised is not first
+
+
+def test_pack_digest_same_after_catch_up_and_rebuild(mem: Memory, quantise_small: None) -> None:
+    mem.context(TASK, budget_tokens=6000, now=NOW)
+    add(mem, "retry the call once the timeout passed", KT.PITFALL, at=NOW - 5)
+    caught = mem.context(TASK, budget_tokens=6000, now=NOW).digest
+    cache_for(mem.store).quantised = None
+    assert mem.context(TASK, budget_tokens=6000, now=NOW).digest == caught
+
+
+@pytest.mark.parametrize("query", [
+    np.zeros(384, np.float32), np.full(384, np.nan, np.float32),
+    np.array([np.inf] + [0.0] * 383, np.float32), np.ones(17, np.float32),
+    np.zeros(0, np.float32),
+])
+def test_bad_queries_relate_to_nothing(mem: Memory, quantise_small: None,
+                                       query: np.ndarray) -> None:
+    assert rel.top_relevant(mem, query, RecordFilter(now=NOW), 5) == []
+
+
+def test_k_zero_and_empty_store(tmp_path: Path) -> None:
+    m = open_mem(tmp_path)
+    q = np.ones(384, np.float32)
+    assert rel.top_relevant(m, q, RecordFilter(now=NOW), 5) == []
+    add(m, "one record", KT.FACT)
+    assert rel.top_relevant(m, q, RecordFilter(now=NOW), 0) == []
+
+
+def test_records_without_vectors_are_not_candidates(mem: Memory, quantise_small: None) -> None:
+    flt = RecordFilter(now=NOW)
+    q = _query(mem)
+    best = rel.top_relevant(mem, q, flt, 3, candidates=16)[0][0]
+    rowid = mem.store.rowid_of(best)
+    mem.searcher.removed(rowid)  # the index no longer has its vector
+    got = rel.top_relevant(mem, q, flt, 3, candidates=16)
+    assert best not in {k for k, _ in got} and len(got) == 3
+    assert got == _exact(mem, q, 3, flt)
+
+
+def test_unpackable_records_are_skipped_and_replaced(mem: Memory, quantise_small: None) -> None:
+    flt = RecordFilter(scopes=("project:x",), now=NOW)
+    q = _query(mem)
+    before = rel.top_relevant(mem, q, flt, 4, candidates=16)
+    other = add(mem, TASK, KT.FACT, scope="project:other", at=NOW - 1)
+    expiring = mem.remember(TASK + " soon", type=KT.FACT, scope="project:x",
+                            created_at=NOW - 10, ttl=5).knowledge_id
+    got = rel.top_relevant(mem, q, flt, 4, candidates=16)
+    assert other not in {k for k, _ in got}  # another scope
+    assert expiring not in {k for k, _ in got}  # expired at flt.now
+    assert got == before and len(got) == 4
+    # Without the scope, the identical text is the best match.
+    assert rel.top_relevant(mem, q, RecordFilter(now=NOW), 1, candidates=16)[0][0] == other
+
+
+def test_sensitive_records_rank_by_their_indexed_vector(mem: Memory,
+                                                        quantise_small: None) -> None:
+    kid = mem.remember("retry the api call after a timeout hunter2", type=KT.PITFALL,
+                       scope="project:x", sensitive=True, created_at=NOW - 1).knowledge_id
+    flt = RecordFilter(now=NOW)
+    q = _query(mem)
+    got = rel.top_relevant(mem, q, flt, 5, candidates=16)
+    assert got == _exact(mem, q, 5, flt)
+    pack = mem.context(TASK, budget_tokens=20_000, now=NOW)
+    for it in pack.items:
+        if it.knowledge_id == kid:
+            assert "hunter2" not in it.pointer and "hunter2" not in repr(it.amf)
