@@ -179,3 +179,13 @@ def test_sensitive_records_rank_by_their_indexed_vector(mem: Memory,
     for it in pack.items:
         if it.knowledge_id == kid:
             assert "hunter2" not in it.pointer and "hunter2" not in repr(it.amf)
+
+
+def test_member_matches_isin() -> None:
+    rng = np.random.default_rng(1)
+    for _ in range(100):
+        a = rng.choice(5000, int(rng.integers(0, 300)), replace=False).astype(np.int64)
+        b = rng.choice(5000, int(rng.integers(0, 300)), replace=False).astype(np.int64)
+        assert np.array_equal(rel._member(a, b), np.isin(b, a))
+    sparse = np.array([1, 10**12], np.int64)
+    assert rel._member(sparse, np.array([10**12, 3], np.int64)).tolist() == [True, False]
