@@ -64,10 +64,13 @@ def create_app(
     max_body: int = MAX_BODY,
     max_import: int = MAX_IMPORT,
     lifespan: Callable[[FastAPI], AbstractAsyncContextManager[None]] | None = None,
+    hook_token: str | None = None,
 ) -> FastAPI:
     """The HTTP API over ``memory``. ``policy``/``tokens`` turn on bearer auth
     (``tokens``: {token: scope patterns it may read and write}). ``lifespan`` lets
-    ``serve_http`` run the MCP session manager alongside."""
+    ``serve_http`` run the MCP session manager alongside. ``hook_token`` adds the
+    coding-agent hooks' routes (``POST /v1/hooks/{op}``, docs/http.md), which take that
+    token (the node's runtime file holds it) instead of a bearer token."""
     access = build_policy(policy, tokens)
     lock = lock_for(memory)
     app = FastAPI(
@@ -360,6 +363,10 @@ def create_app(
             auth=access is not None,
         )
 
+    if hook_token is not None:
+        from amcp.agent.hooks.node_routes import install_hook_routes
+
+        install_hook_routes(app, memory, hook_token, locked)
     _tidy_openapi(app, auth=access is not None)
     return app
 

@@ -6,7 +6,7 @@ run it under uvicorn themselves.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -32,15 +32,17 @@ def build_server_app(
     policy: AccessPolicy | None = None,
     tokens: Mapping[str, Sequence[str]] | None = None,
     mcp: bool = True,
+    hook_token: str | None = None,
 ) -> FastAPI:
     """The HTTP API with the MCP streamable-HTTP transport mounted at ``/mcp``.
 
     ``host`` matters to MCP: on a loopback host the SDK turns on DNS-rebinding protection
     (Host/Origin must be loopback). With auth configured, ``/mcp`` needs a bearer token
     that may read and write every scope ('*'): MCP tools do not carry per-scope checks.
+    ``hook_token`` adds the coding-agent hooks' routes (``amcp.agent.hooks.node_routes``).
     """
     if not mcp:
-        return create_app(memory, policy=policy, tokens=tokens)
+        return create_app(memory, policy=policy, tokens=tokens, hook_token=hook_token)
     server = build_mcp(memory)
     sub = server.streamable_http_app(streamable_http_path=MCP_PATH, host=host)
 
@@ -51,7 +53,8 @@ def build_server_app(
         async with server.session_manager.run():
             yield
 
-    app = create_app(memory, policy=policy, tokens=tokens, lifespan=lifespan)
+    app = create_app(memory, policy=policy, tokens=tokens, lifespan=lifespan,
+                     hook_token=hook_token)
     access = build_policy(policy, tokens)
     app.router.routes.append(
         Route(MCP_PATH, endpoint=_McpGate(sub, access), include_in_schema=False)
@@ -103,18 +106,46 @@ async def serve_http(
     tokens: Mapping[str, Sequence[str]] | None = None,
     mcp: bool = True,
     log_level: str = "warning",
+    hook_token: str | None = None,
+    on_ready: Callable[[int], None] | None = None,
     **uvicorn_options: Any,
 ) -> None:
     """Serve the HTTP API (and MCP at ``/mcp`` unless ``mcp=False``) until cancelled or
     interrupted. Runs in the caller's event loop, so ``amcp serve`` can run it next to
-    the AMCP node with ``asyncio.gather``."""
+    the AMCP node with ``asyncio.gather``. ``on_ready(port)`` is called once the socket
+    listens (``amcp serve`` then writes the node's runtime file; ``port`` is the bound
+    one, which matters for ``port=0``)."""
+    import asyncio
+
     import uvicorn
 
-    app = build_server_app(memory, host=host, policy=policy, tokens=tokens, mcp=mcp)
+    app = build_server_app(memory, host=host, policy=policy, tokens=tokens, mcp=mcp,
+                           hook_token=hook_token)
     config = uvicorn.Config(
         app, host=host, port=port, log_level=log_level, lifespan="on", **uvicorn_options
     )
-    await uvicorn.Server(config).serve()
+    server = uvicorn.Server(config)
+    if on_ready is None:
+        await server.serve()
+        return
+
+    async def announce() -> None:
+        while not server.started:
+            if server.should_exit:
+                return
+            await asyncio.sleep(0.02)
+        bound = port
+        for srv in getattr(server, "servers", ()):
+            for sock in srv.sockets:
+                bound = int(sock.getsockname()[1])
+                break
+        on_ready(bound)
+
+    watcher = asyncio.create_task(announce())
+    try:
+        await server.serve()
+    finally:
+        watcher.cancel()
 
 
 __all__ = ["MCP_PATH", "build_server_app", "serve_http"]

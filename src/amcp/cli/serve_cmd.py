@@ -54,6 +54,7 @@ def serve(
     access = AccessPolicy.load(policy) if policy is not None else None
     anchors = load_anchors(anchor) if anchor is not None else ()
     chain = cert.read_text(encoding="ascii") if cert is not None else None
+    db = store_path(store)
     with open_memory(store, embedder, create=True) as mem:
         server = NodeServer(
             mem, policy=access, anchors=anchors, cert_chain=chain,
@@ -75,17 +76,33 @@ def serve(
                       f"    with SyncClient.connect({target}) as node:\n"
                       "        print(node.health())\n"
                       f"    # async: client = await amcp.node.connect({target})")
+            token = None
             if http_port and host:
+                from amcp.agent.hooks.runtime import new_token, write_runtime
                 from amcp.api.serve import serve_http
 
                 out.print(f"HTTP API http://{host}:{http_port}/v1  (OpenAPI /openapi.json, "
                           f"MCP streamable HTTP /mcp)")
-                tasks = [server.serve_forever(), serve_http(mem, host, http_port, policy=access)]
+                token = new_token()
+                amcp_addr = (host, server.port) if server.port else None
+
+                def ready(bound: int) -> None:
+                    # Coding-agent hooks find this node (and their token) here; see
+                    # docs/hooks.md, Discovery. Removed below when the node stops.
+                    write_runtime(db, http=(host, bound), amcp=amcp_addr, token=token)
+
+                tasks = [server.serve_forever(),
+                         serve_http(mem, host, http_port, policy=access, hook_token=token,
+                                    on_ready=ready)]
             else:
                 tasks = [server.serve_forever()]
             try:
                 await asyncio.gather(*tasks)
             finally:
+                if token is not None:
+                    from amcp.agent.hooks.runtime import remove_runtime
+
+                    remove_runtime(db, token)
                 await server.close()
 
         from amcp.node.runtime import run  # uvloop when installed: ~half the loop's cost

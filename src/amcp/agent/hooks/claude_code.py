@@ -21,7 +21,7 @@ import re
 import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from amcp.agent.hooks.fastpath import (
     NODE_PORT,
@@ -36,6 +36,11 @@ from amcp.agent.hooks.fastpath import (
     one_line,
 )
 from amcp.agent.hooks.ledger import LedgerStore, SessionLedger
+
+if TYPE_CHECKING:
+    from amcp.agent.hooks.nodehttp import HttpBackend
+
+T = TypeVar("T")
 
 EVENTS = ("session-start", "prompt", "post-tool", "stop")
 PREFERENCE_KINDS = ("preference",)  # what session start shows from the user's scopes
@@ -62,6 +67,11 @@ class HookConfig(NamedTuple):
     node: tuple[str, int] | None = ("127.0.0.1", NODE_PORT)  # None: never try a node
     probe_timeout: float = 0.05
     connect_timeout: float = 0.5
+    # The node's HTTP hook routes (found through its runtime file): a local connect is
+    # sub-millisecond, so 50 ms means "not there"; the read allows the node's recall
+    # under load. Past either, the hook reads the file instead.
+    http_connect_timeout: float = 0.05
+    http_read_timeout: float = 1.0
     lock_timeout: float = 0.25
     pointer_limit: int = 40
     prompt_k: int = 5
@@ -173,16 +183,63 @@ def relevant(query: str, text: str) -> bool:
 # ---------------------------------------------------------------------------- backend
 
 
+def node_http(cfg: HookConfig) -> HttpBackend | None:
+    """The node serving ``cfg.store``, by its runtime file (``amcp serve`` writes it; see
+    ``runtime``), as a stateless HTTP backend; None when there is no trustworthy file."""
+    if cfg.node is None:
+        return None
+    from amcp.agent.hooks.runtime import read_runtime
+
+    rt = read_runtime(cfg.store)
+    if rt is None:
+        return None
+    from amcp.agent.hooks.nodehttp import HttpBackend
+
+    return HttpBackend(rt, connect_timeout=cfg.http_connect_timeout,
+                       read_timeout=cfg.http_read_timeout)
+
+
+def with_backend(cfg: HookConfig, fn: Callable[[Backend], T], scopes: tuple[str, ...] = (),
+                 **options: Any) -> T:
+    """``fn(backend)`` on ``open_backend``'s choice; if that was the node's HTTP channel
+    and it failed (gone, timed out, refused the token, answered nonsense), ``fn`` again on
+    the file. A node write that timed out may have landed: the retry is then answered
+    with the identical record (``Memory.remember`` deduplicates), not a second one."""
+    backend = open_backend(cfg, scopes, **options)
+    if backend.name != "http":
+        try:
+            return fn(backend)
+        finally:
+            backend.close()
+    from amcp.agent.hooks.nodehttp import NodeHttpError
+
+    try:
+        return fn(backend)
+    except NodeHttpError:
+        pass
+    backend = open_backend(cfg._replace(node=None), scopes, **options)
+    try:
+        return fn(backend)
+    finally:
+        backend.close()
+
+
 def open_backend(cfg: HookConfig, scopes: tuple[str, ...] = (), *, boot_budget: int = 0,
                  task: str = "coding-agent hook", write: bool = False,
                  vectors: bool = False) -> Backend:
-    """The node when one answers, else the store file: read-only and lean for reads
-    (``FastBackend``), ``Memory`` without an embedder for writes (``LocalBackend``).
+    """The node when one serves this store — its HTTP hook routes when its runtime file
+    names them, else the AMCP client when ``cfg.node`` answers a probe — else the store
+    file: read-only and lean for reads (``FastBackend``), ``Memory`` without an embedder
+    for writes (``LocalBackend``). Callers use ``with_backend``, which falls back to the
+    file when the HTTP channel fails mid-call.
 
     No path walks the whole change log: a hook may not spend O(records). Reads verify each
     record they show and the log tail against the witness; the full chain check runs
     whenever ``Memory`` or the node opens the store (docs/hooks.md, Tamper evidence).
     """
+    http = node_http(cfg)
+    if http is not None:
+        return http
     if cfg.node is not None and node_listening(*cfg.node, cfg.probe_timeout):
         from amcp.node.link import NodeUnavailable
 
@@ -214,15 +271,17 @@ def session_start(inp: HookInput, cfg: HookConfig) -> dict[str, Any] | None:
     ledger = ledgers.load(inp.session_id)
     name = project_of(inp.cwd)
     scope = project_scope(name)
-    backend = open_backend(cfg, (scope,) if scope else (), boot_budget=4000,
-                           task=f"session start in {name or inp.cwd.name}")
-    try:
+
+    def read(backend: Backend) -> tuple[tuple[str, ...], list[MemoryLine], list[MemoryLine]]:
         users = backend.user_scopes()
         project_lines = backend.pointers([scope], cfg.pointer_limit) if scope else []
         prefs = backend.pointers(list(users), cfg.pointer_limit,
                                  kinds=PREFERENCE_KINDS) if users else []
-    finally:
-        backend.close()
+        return users, project_lines, prefs
+
+    users, project_lines, prefs = with_backend(
+        cfg, read, (scope,) if scope else (), boot_budget=4000,
+        task=f"session start in {name or inp.cwd.name}")
     seen: set[str] = set()
     lines: list[MemoryLine] = []
     for ln in (*project_lines, *prefs):
@@ -249,19 +308,27 @@ def prompt(inp: HookInput, cfg: HookConfig) -> dict[str, Any] | None:
         ledger = ledger._replace(project_scope=project_scope(project_of(inp.cwd)))
     scopes = _scopes(ledger)
     inline = cfg.capture_prompts and cfg.capture_mode == "inline"
-    backend = open_backend(cfg, scopes, write=inline)
-    notes: list[str] = []
-    try:
+
+    def read(backend: Backend) -> tuple[list[MemoryLine], list[str] | None]:
         hits = backend.recall(text, scopes, cfg.prompt_k * 3)
         fresh = [h for h in hits if h.knowledge_id not in ledger.shown
                  and relevant(text, h.text)][: cfg.prompt_k]
-        ledger = ledger.with_shown([h.knowledge_id for h in fresh])
-        if inline:
-            notes = capture_prompt(backend, text, inp.session_id, ledger)
-    finally:
-        backend.close()
+        notes: list[str] | None = None  # None: not captured here
+        if cfg.capture_prompts and backend.name == "http":
+            # The node has the capture rules loaded: capturing there costs the hook one
+            # request instead of a detached process importing them (~0.5 s CPU).
+            notes = backend.capture(  # type: ignore[attr-defined]
+                text, inp.session_id, ledger.project_scope,
+                next(iter(ledger.user_scopes), None))
+        elif inline:
+            notes = capture_prompt(backend, text, inp.session_id,
+                                   ledger.with_shown([h.knowledge_id for h in fresh]))
+        return fresh, notes
+
+    fresh, notes = with_backend(cfg, read, scopes, write=inline)
+    ledger = ledger.with_shown([h.knowledge_id for h in fresh])
     ledgers.save(ledger)
-    if cfg.capture_prompts and not inline:
+    if cfg.capture_prompts and notes is None:
         spawn_capture(inp, cfg)
     parts: list[str] = []
     if fresh:
@@ -319,11 +386,8 @@ def capture_event(inp: HookInput, cfg: HookConfig) -> dict[str, Any] | None:
     ledger = cfg.ledgers.load(inp.session_id)
     if ledger.project_scope is None:
         ledger = ledger._replace(project_scope=project_scope(project_of(inp.cwd)))
-    backend = open_backend(cfg, _scopes(ledger), write=True, vectors=True)
-    try:
-        capture_prompt(backend, text, inp.session_id, ledger)
-    finally:
-        backend.close()
+    with_backend(cfg, lambda b: capture_prompt(b, text, inp.session_id, ledger),
+                 _scopes(ledger), write=True, vectors=True)
     return None
 
 
@@ -337,6 +401,18 @@ def post_tool(inp: HookInput, cfg: HookConfig) -> dict[str, Any] | None:
     if sha in ledger.commits:
         return None
     scope = ledger.project_scope or project_scope(project_of(inp.cwd)) or "*"
+    if cfg.write_mode == "background" and (http := node_http(cfg)) is not None:
+        # A running node writes (signs, chains, embeds) in a few ms: no detached writer.
+        from amcp.agent.hooks.nodehttp import NodeHttpError
+
+        try:
+            kid = http.remember(commit_memory(inp.session_id, scope, commit))
+        except NodeHttpError:
+            pass  # the node is gone or slow: the detached writer below does it
+        else:
+            ledgers.save(ledger.with_commit(sha))
+            return context_output(
+                "PostToolUse", f"[AMCP] commit {sha} recorded as a work boundary ({kid[:14]}).")
     if cfg.write_mode == "background":
         if not cfg.store.exists():
             raise NoStore(f"no store at {cfg.store}; run `amcp init` first")
@@ -358,19 +434,21 @@ def post_tool(inp: HookInput, cfg: HookConfig) -> dict[str, Any] | None:
 def write_commit(cfg: HookConfig, session: str, scope: str,
                  commit: tuple[str, str, str], *, vectors: bool = False) -> str:
     """Store one commit as a ``KT-CONTEXT`` work-boundary record; returns its id."""
+    item = commit_memory(session, scope, commit)
+    return with_backend(cfg, lambda b: b.remember(item), (scope,), write=True,
+                        vectors=vectors)
+
+
+def commit_memory(session: str, scope: str, commit: tuple[str, str, str]) -> NewMemory:
     sha, branch, subject = commit
-    backend = open_backend(cfg, (scope,), write=True, vectors=vectors)
-    try:
-        return backend.remember(NewMemory(
-            text=f"Commit {sha} on {branch}: {subject}",
-            type="KT-CONTEXT", scope=scope, kind="work_boundary",
-            tags=("commit", "work-boundary"), session=session,
-            subject="Project.WorkBoundary.commit", predicate="EQUALS",
-            object=f"{sha} {subject}", confidence=1.0,
-            extensions={"x-commit": sha, "x-branch": branch},
-        ))
-    finally:
-        backend.close()
+    return NewMemory(
+        text=f"Commit {sha} on {branch}: {subject}",
+        type="KT-CONTEXT", scope=scope, kind="work_boundary",
+        tags=("commit", "work-boundary"), session=session,
+        subject="Project.WorkBoundary.commit", predicate="EQUALS",
+        object=f"{sha} {subject}", confidence=1.0,
+        extensions={"x-commit": sha, "x-branch": branch},
+    )
 
 
 BACKGROUND_LOCK_TIMEOUT = 10.0  # s: nobody waits for the background writer, so it may queue
@@ -454,15 +532,12 @@ def stop(inp: HookInput, cfg: HookConfig) -> dict[str, Any] | None:
     decline = DECLINE.search(reply) if reply else None
     if learn is not None:
         scope = ledger.project_scope or project_scope(project_of(inp.cwd)) or "*"
-        backend = open_backend(cfg, (scope,), write=True)
-        try:
-            kid = backend.remember(NewMemory(
-                text=one_line(learn["text"], 500), type="KT-FACT", scope=scope,
-                kind="learning", tags=("learning", "stop-hook"), session=inp.session_id,
-                confidence=0.7,
-            ))
-        finally:
-            backend.close()
+        item = NewMemory(
+            text=one_line(learn["text"], 500), type="KT-FACT", scope=scope,
+            kind="learning", tags=("learning", "stop-hook"), session=inp.session_id,
+            confidence=0.7,
+        )
+        kid = with_backend(cfg, lambda b: b.remember(item), (scope,), write=True)
         ledgers.save(ledger._replace(stop_outcome="learned", stop_detail=kid))
         return {"systemMessage": f"[AMCP] stored the session's learning as {kid[:14]}."}
     if decline is not None:

@@ -1,0 +1,197 @@
+"""A hook's stateless channel to a running node: its HTTP API's hook routes.
+
+One short HTTP/1.1 request per call (``Connection: close``) over ``_socket``: no
+``http.client`` (its ``email`` imports cost a hook ~10-90 ms, more than the request), no
+asyncio, no AMCP session, no cryptography. Every failure — refused, timed out, a wrong
+token, a malformed answer — raises ``NodeHttpError`` and the caller reads the store file
+instead (``claude_code.with_backend``). The routes it calls are in ``node_routes``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from amcp.agent.hooks.fastpath import MemoryLine, NewMemory, _norm
+from amcp.agent.hooks.runtime import NodeRuntime
+from amcp.errors import AmcpError
+
+MAX_RESPONSE = 8 * 1024 * 1024
+TOKEN_HEADER = "X-AMCP-Hook-Token"  # noqa: S105 - a header name, not a secret
+PREFIX = "/v1/hooks/"
+
+
+class NodeHttpError(AmcpError):
+    """The node did not answer a hook request usably (the hook falls back to the file)."""
+
+
+def request(addr: tuple[str, int], path: str, body: dict[str, Any], token: str, *,
+            connect_timeout: float, read_timeout: float) -> Any:
+    """POST ``body`` as JSON to ``addr``; the decoded JSON answer of a 200."""
+    import _socket
+
+    payload = json.dumps(body).encode("utf-8")
+    head = (f"POST {path} HTTP/1.1\r\nHost: {addr[0]}:{addr[1]}\r\n"
+            f"Content-Type: application/json\r\nContent-Length: {len(payload)}\r\n"
+            f"{TOKEN_HEADER}: {token}\r\nConnection: close\r\n\r\n").encode("latin-1")
+    try:
+        infos = _socket.getaddrinfo(addr[0], addr[1], 0, _socket.SOCK_STREAM)
+    except OSError as exc:
+        raise NodeHttpError(f"node address {addr[0]}: {exc}") from None
+    last: OSError | None = None
+    for family, kind, proto, _name, sa in infos:
+        sock = _socket.socket(family, kind, proto)
+        try:
+            sock.settimeout(connect_timeout)
+            sock.connect(sa)
+            sock.settimeout(read_timeout)
+            sock.sendall(head + payload)
+            chunks: list[bytes] = []
+            size = 0
+            while True:
+                chunk = sock.recv(65536)
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                size += len(chunk)
+                if size > MAX_RESPONSE:
+                    raise NodeHttpError("node answer too large")
+            return _decode(b"".join(chunks))
+        except OSError as exc:  # refused, reset, timed out (TimeoutError is an OSError)
+            last = exc
+        finally:
+            sock.close()
+    raise NodeHttpError(f"node unreachable: {last}")
+
+
+def _decode(raw: bytes) -> Any:
+    head, sep, body = raw.partition(b"\r\n\r\n")
+    if not sep:
+        raise NodeHttpError("node answer cut short")
+    lines = head.split(b"\r\n")
+    status = lines[0].split(b" ", 2)
+    if len(status) < 2 or not status[0].startswith(b"HTTP/1."):
+        raise NodeHttpError("node answer is not HTTP")
+    if status[1] != b"200":
+        raise NodeHttpError(f"node answered {status[1].decode('latin-1', 'replace')}")
+    headers = {}
+    for line in lines[1:]:
+        name, _, value = line.partition(b":")
+        headers[name.strip().lower()] = value.strip()
+    if headers.get(b"transfer-encoding", b"").lower() == b"chunked":
+        body = _unchunk(body)
+    elif b"content-length" in headers:
+        try:
+            length = int(headers[b"content-length"])
+        except ValueError:
+            raise NodeHttpError("bad Content-Length") from None
+        if len(body) < length:
+            raise NodeHttpError("node answer cut short")
+        body = body[:length]
+    try:
+        return json.loads(body)
+    except (ValueError, RecursionError):
+        raise NodeHttpError("node answer is not JSON") from None
+
+
+def _unchunk(body: bytes) -> bytes:
+    out: list[bytes] = []
+    while True:
+        size_line, sep, rest = body.partition(b"\r\n")
+        if not sep:
+            raise NodeHttpError("bad chunked answer")
+        try:
+            size = int(size_line.split(b";")[0], 16)
+        except ValueError:
+            raise NodeHttpError("bad chunked answer") from None
+        if size == 0:
+            return b"".join(out)
+        out.append(rest[:size])
+        body = rest[size + 2:]
+
+
+def _lines(value: Any) -> list[MemoryLine]:
+    if not isinstance(value, list):
+        raise NodeHttpError("node answer has no lines")
+    out = []
+    for row in value:
+        if (not isinstance(row, list) or len(row) != 6 or not isinstance(row[0], str)
+                or not isinstance(row[1], str) or not isinstance(row[2], str)
+                or not isinstance(row[3], int | float) or not isinstance(row[4], str)
+                or not (row[5] is None or isinstance(row[5], str))):
+            raise NodeHttpError("malformed memory line in node answer")
+        out.append(MemoryLine(row[0], row[1], row[2], float(row[3]), row[4], row[5]))
+    return out
+
+
+class HttpBackend:
+    """``Backend`` over the node's hook routes: the node's recall (hybrid, model warm in the
+    node), its pointer tier, and writes signed by the node."""
+
+    name = "http"
+
+    def __init__(self, runtime: NodeRuntime, *, connect_timeout: float = 0.05,
+                 read_timeout: float = 1.0) -> None:
+        self.runtime = runtime
+        self.connect_timeout = connect_timeout
+        self.read_timeout = read_timeout
+
+    def call(self, op: str, body: dict[str, Any]) -> Any:
+        answer = request(self.runtime.http, PREFIX + op, body, self.runtime.token,
+                         connect_timeout=self.connect_timeout,
+                         read_timeout=self.read_timeout)
+        if not isinstance(answer, dict):
+            raise NodeHttpError("node answer is not an object")
+        return answer
+
+    def pointers(self, scopes: Sequence[str], limit: int,
+                 kinds: Sequence[str] | None = None) -> list[MemoryLine]:
+        if not scopes:
+            return []
+        return _lines(self.call("pointers", {"scopes": list(scopes), "limit": limit,
+                                             "kinds": list(kinds) if kinds else None})
+                      .get("lines"))
+
+    def recall(self, query: str, scopes: Sequence[str], k: int) -> list[MemoryLine]:
+        if not query.strip():
+            return []
+        return _lines(self.call("recall", {"query": query, "scopes": list(scopes), "k": k})
+                      .get("lines"))
+
+    def user_scopes(self) -> tuple[str, ...]:
+        scopes = self.call("user-scopes", {}).get("scopes")
+        if not isinstance(scopes, list) or not all(isinstance(s, str) for s in scopes):
+            raise NodeHttpError("malformed scopes in node answer")
+        return tuple(scopes)
+
+    def remember(self, item: NewMemory) -> str:
+        body = item._asdict()
+        body["tags"] = list(item.tags)
+        body["extensions"] = dict(item.extensions) if item.extensions else None
+        kid = self.call("remember", body).get("knowledge_id")
+        if not isinstance(kid, str):
+            raise NodeHttpError("node answer has no knowledge_id")
+        return kid
+
+    def capture(self, prompt: str, session: str, project_scope: str | None,
+                user_scope: str | None) -> list[str]:
+        """The prompt's R1 captures, run and stored by the node (its capture rules are
+        loaded once there); the notes the inline capture would add."""
+        notes = self.call("capture", {"prompt": prompt, "session": session,
+                                      "project_scope": project_scope,
+                                      "user_scope": user_scope}).get("notes")
+        if not isinstance(notes, list) or not all(isinstance(n, str) for n in notes):
+            raise NodeHttpError("malformed capture answer")
+        return notes
+
+    def has_text(self, text: str, scopes: Sequence[str]) -> bool:
+        want = _norm(text)
+        return bool(want) and any(_norm(line.text) == want
+                                  for line in self.recall(text, scopes, 5))
+
+    def close(self) -> None:
+        pass  # stateless: every call was its own connection
+
+
+__all__ = ["TOKEN_HEADER", "HttpBackend", "NodeHttpError", "request"]
