@@ -3,8 +3,9 @@
 A warm store of N records (default 10 000) is built once; every hook command — exactly the
 command line ``amcp hooks install claude-code`` writes into ``.claude/settings.json`` — then
 runs R times (default 30) with a realistic payload, without a node (the store read directly)
-and with a running node (served from this process). Baselines: a bare interpreter and
-``import amcp.memory``.
+and with a running node (served from this process as ``amcp serve`` does: the AMCP node, the
+HTTP API with the hooks' routes, and the runtime file hooks find it by). Baselines: a bare
+interpreter and ``import amcp.memory``.
 
 Work a hook hands to a detached process (the prompt's capture, a commit's record) is waited
 for between runs, so it does not load the machine under the next timed run; for post-tool
@@ -177,6 +178,8 @@ def run_mode(label: str, home: Path, proj: Path, runs: int, node: str) -> dict[s
             sample_out = stdout
         if "skipped" in sample_out:
             raise RuntimeError(f"{label} {event}: {sample_out}")
+        if label == "node" and event == "post-tool" and "background" in sample_out:
+            raise RuntimeError(f"node mode did not write through the node: {sample_out}")
         out[event] = stats(samples, cpu)
         print(f"{label:>8} {event:<15} p50 {out[event]['p50_ms']:>7.1f} ms  "
               f"p95 {out[event]['p95_ms']:>7.1f} ms  cpu p50 {out[event]['cpu_p50_ms']:>6.1f} ms",
@@ -213,10 +216,18 @@ def baselines(runs: int) -> dict[str, Any]:
 
 
 class Node:
+    """What ``amcp serve`` runs, in this process: the AMCP node, the HTTP API with the hooks'
+    routes, and the runtime file (``<store>.node.json``) through which hooks find them."""
+
     def __init__(self, store: Path, embedder: str) -> None:
+        import uvicorn
+
+        from amcp.agent.hooks.runtime import new_token, write_runtime
+        from amcp.api.serve import build_server_app
         from amcp.memory import Memory
         from amcp.node import NodeServer
 
+        self.store = store
         self.memory = Memory(store, embedder=embedder)
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
@@ -224,8 +235,28 @@ class Node:
         self.server = NodeServer(self.memory)
         asyncio.run_coroutine_threadsafe(self.server.start("127.0.0.1", 0), self.loop).result()
         self.port = self.server.port
+        self.token = new_token()
+        self.http = uvicorn.Server(uvicorn.Config(
+            build_server_app(self.memory, hook_token=self.token), host="127.0.0.1", port=0,
+            log_level="warning", lifespan="on"))
+        self.http_done = asyncio.run_coroutine_threadsafe(self.http.serve(), self.loop)
+        deadline = time.monotonic() + 60
+        while not self.http.started:
+            if self.http_done.done():
+                self.http_done.result()
+            if time.monotonic() > deadline:
+                raise RuntimeError("the HTTP API did not start")
+            time.sleep(0.01)
+        http_port = self.http.servers[0].sockets[0].getsockname()[1]
+        write_runtime(store, http=("127.0.0.1", http_port), amcp=("127.0.0.1", self.port),
+                      token=self.token)
 
     def close(self) -> None:
+        from amcp.agent.hooks.runtime import remove_runtime
+
+        remove_runtime(self.store, self.token)
+        self.http.should_exit = True
+        self.http_done.result(timeout=30)
         asyncio.run_coroutine_threadsafe(self.server.close(), self.loop).result()
         self.loop.call_soon_threadsafe(self.loop.stop)
         self.thread.join()
