@@ -276,3 +276,45 @@ def test_malformed_node_answers_are_errors(raw: bytes) -> None:
         with pytest.raises(NodeHttpError):
             HttpBackend(rt, read_timeout=5).recall("q", [], 3)
         t.join(5)
+
+
+def test_amcp_serve_writes_and_removes_the_runtime_file(tmp_path: Path) -> None:
+    """The real ``amcp serve``: the file appears once HTTP listens (0600, this store, a
+    token the hook routes accept) and is gone after an interrupt."""
+    import signal
+    import subprocess
+    import sys
+
+    from tests.agent.hooks.kit import hook_env
+
+    home = tmp_path / "home"
+    seed(home)
+    store = home / "memory.db"
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        http_port = s.getsockname()[1]
+    with (tmp_path / "serve.err").open("wb") as err:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "amcp.cli.entry", "serve", "--store", str(store),
+             "--port", "0", "--http-port", str(http_port), "--embedder", "hashing"],
+            env=hook_env(home), stdout=subprocess.DEVNULL, stderr=err)
+    try:
+        rt = None
+        for _ in range(1200):
+            rt = read_runtime(store)
+            if rt is not None or proc.poll() is not None:
+                break
+            time.sleep(0.05)
+        assert rt is not None, (tmp_path / "serve.err").read_text()
+        assert rt.pid == proc.pid and rt.http == ("127.0.0.1", http_port)
+        assert rt.amcp is not None and rt.amcp[1] > 0
+        assert runtime_path(store).stat().st_mode & 0o777 == 0o600
+        assert HttpBackend(rt, read_timeout=30).user_scopes() == ("user:alice",)
+    finally:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    assert not runtime_path(store).exists()
