@@ -49,6 +49,11 @@ def test_answers_and_writes(tmp_path: Path) -> None:
         lines = client.post("/v1/hooks/recall", headers=h, json={
             "query": "parser python", "scopes": ["project:p"], "k": 3}).json()["lines"]
         assert lines[0][:3] == [kid, "KT-FACT", "project:p"]
+        # "relevant": the prompt hook's test (two shared content words) applied by the node.
+        one_word = {"query": "parser zebra", "scopes": ["project:p"], "k": 3}
+        assert client.post("/v1/hooks/recall", headers=h, json=one_word).json()["lines"]
+        assert client.post("/v1/hooks/recall", headers=h,
+                           json={**one_word, "relevant": True}).json()["lines"] == []
         r = client.post("/v1/hooks/capture", headers=h, json={
             "prompt": "From now on always use pytest for tests.", "session": "s",
             "project_scope": "project:p", "user_scope": None})

@@ -310,9 +310,13 @@ def prompt(inp: HookInput, cfg: HookConfig) -> dict[str, Any] | None:
     inline = cfg.capture_prompts and cfg.capture_mode == "inline"
 
     def read(backend: Backend) -> tuple[list[MemoryLine], list[str] | None]:
-        hits = backend.recall(text, scopes, cfg.prompt_k * 3)
-        fresh = [h for h in hits if h.knowledge_id not in ledger.shown
-                 and relevant(text, h.text)][: cfg.prompt_k]
+        if backend.name == "http":  # the node filters by relevance (same test, its side)
+            hits = backend.recall_relevant(  # type: ignore[attr-defined]
+                text, scopes, cfg.prompt_k * 3)
+        else:
+            hits = [h for h in backend.recall(text, scopes, cfg.prompt_k * 3)
+                    if relevant(text, h.text)]
+        fresh = [h for h in hits if h.knowledge_id not in ledger.shown][: cfg.prompt_k]
         notes: list[str] | None = None  # None: not captured here
         if cfg.capture_prompts and backend.name == "http":
             # The node has the capture rules loaded: capturing there costs the hook one

@@ -19,6 +19,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
+from amcp.agent.hooks.claude_code import relevant
 from amcp.agent.hooks.fastpath import LocalBackend, MemoryLine, NewMemory
 from amcp.agent.hooks.nodehttp import PREFIX, TOKEN_HEADER
 from amcp.errors import ValidationError
@@ -98,7 +99,10 @@ def install_hook_routes(app: FastAPI, memory: Memory, token: str,
     def recall(body: dict[str, Any]) -> dict[str, Any]:
         query = _str(body, "query") or ""
         scopes = _strs(body, "scopes") or []
-        return {"lines": _rows(locked(backend.recall, query, scopes, _int(body, "k")))}
+        lines = locked(backend.recall, query, scopes, _int(body, "k"))
+        if body.get("relevant") is True:  # the prompt hook's filter, done here
+            lines = [ln for ln in lines if relevant(query, ln.text)]
+        return {"lines": _rows(lines)}
 
     def user_scopes(_body: dict[str, Any]) -> dict[str, Any]:
         return {"scopes": list(locked(backend.user_scopes))}
