@@ -2,8 +2,10 @@
 
 Hooks run on every prompt, so neither path may load an embedding model:
 
-* **node** — a short TCP probe of the node's port (well under a millisecond when nothing
-  listens); when something does, the AMCP client asks the node, which holds the model.
+* **node** — found by its runtime file, the node's HTTP hook routes
+  (``nodehttp.HttpBackend``: stateless requests, no AMCP client); without a runtime file,
+  a short TCP probe of the node's port and the AMCP client (``NodeBackend``). Either way
+  the node holds the model.
 * **file, reads** (session start, prompt) — ``FastBackend``: ``amcp.store.fastread`` opens
   the file read-only with stdlib ``sqlite3`` and answers from narrow indexed queries
   (pointer tier ordered and limited in SQL, FTS5 lexical recall); no ``Memory``, no record
