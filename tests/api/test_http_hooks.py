@@ -46,6 +46,11 @@ def test_answers_and_writes(tmp_path: Path) -> None:
         lines = client.post("/v1/hooks/pointers", headers=h,
                             json={"scopes": ["project:p"], "limit": 5}).json()["lines"]
         assert [ln[0] for ln in lines] == [kid]
+        start = client.post("/v1/hooks/session-start", headers=h, json={
+            "scope": "project:p", "limit": 5, "kinds": ["preference"]}).json()
+        assert start["user_scopes"] == ["user:bob"]
+        assert [ln[0] for ln in start["project"]] == [kid]
+        assert [ln[4] for ln in start["preferences"]] == ["User likes short answers"]
         lines = client.post("/v1/hooks/recall", headers=h, json={
             "query": "parser python", "scopes": ["project:p"], "k": 3}).json()["lines"]
         assert lines[0][:3] == [kid, "KT-FACT", "project:p"]
@@ -71,6 +76,8 @@ def test_answers_and_writes(tmp_path: Path) -> None:
     ("remember", {"text": "x", "type": "KT-FACT", "scope": "p", "kind": "f",
                   "extensions": []}),
     ("capture", {"prompt": None}),
+    ("session-start", {"scope": 5, "limit": 5}),
+    ("session-start", {"scope": "project:p", "limit": 5, "kinds": [1]}),
 ])
 def test_bad_input_is_a_400(tmp_path: Path, op: str, body: dict[str, object]) -> None:
     with make_memory(tmp_path) as mem, client_for(mem, hook_token=TOKEN) as client:

@@ -273,6 +273,9 @@ def session_start(inp: HookInput, cfg: HookConfig) -> dict[str, Any] | None:
     scope = project_scope(name)
 
     def read(backend: Backend) -> tuple[tuple[str, ...], list[MemoryLine], list[MemoryLine]]:
+        if backend.name == "http":  # the same three reads, one request
+            return backend.session_start(  # type: ignore[attr-defined,no-any-return]
+                scope, cfg.pointer_limit, PREFERENCE_KINDS)
         users = backend.user_scopes()
         project_lines = backend.pointers([scope], cfg.pointer_limit) if scope else []
         prefs = backend.pointers(list(users), cfg.pointer_limit,

@@ -107,6 +107,20 @@ def install_hook_routes(app: FastAPI, memory: Memory, token: str,
     def user_scopes(_body: dict[str, Any]) -> dict[str, Any]:
         return {"scopes": list(locked(backend.user_scopes))}
 
+    def session_start(body: dict[str, Any]) -> dict[str, Any]:
+        scope = _str(body, "scope", optional=True, limit=256)
+        limit = _int(body, "limit")
+        kinds = _strs(body, "kinds", optional=True)
+
+        def run() -> dict[str, Any]:
+            users = backend.user_scopes()
+            return {"user_scopes": list(users),
+                    "project": _rows(backend.pointers([scope], limit) if scope else []),
+                    "preferences": _rows(backend.pointers(list(users), limit, kinds)
+                                         if users else [])}
+
+        return locked(run)  # type: ignore[no-any-return]
+
     def remember(body: dict[str, Any]) -> dict[str, Any]:
         return {"knowledge_id": locked(backend.remember, _new_memory(body))}
 
@@ -124,8 +138,8 @@ def install_hook_routes(app: FastAPI, memory: Memory, token: str,
         return {"notes": locked(run) if prompt.strip() else []}
 
     ops: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
-        "pointers": pointers, "recall": recall, "user-scopes": user_scopes,
-        "remember": remember, "capture": capture,
+        "session-start": session_start, "pointers": pointers, "recall": recall,
+        "user-scopes": user_scopes, "remember": remember, "capture": capture,
     }
     want = token.encode("utf-8")
 

@@ -167,6 +167,17 @@ class HttpBackend:
         return _lines(self.call("recall", {"query": query, "scopes": list(scopes), "k": k,
                                            "relevant": True}).get("lines"))
 
+    def session_start(self, scope: str | None, limit: int, kinds: Sequence[str]
+                      ) -> tuple[tuple[str, ...], list[MemoryLine], list[MemoryLine]]:
+        """What the session-start hook reads — user scopes, the project's pointer tier, the
+        preferences in the user scopes — in one request instead of three."""
+        answer = self.call("session-start", {"scope": scope, "limit": limit,
+                                             "kinds": list(kinds)})
+        scopes = answer.get("user_scopes")
+        if not isinstance(scopes, list) or not all(isinstance(s, str) for s in scopes):
+            raise NodeHttpError("malformed scopes in node answer")
+        return tuple(scopes), _lines(answer.get("project")), _lines(answer.get("preferences"))
+
     def user_scopes(self) -> tuple[str, ...]:
         scopes = self.call("user-scopes", {}).get("scopes")
         if not isinstance(scopes, list) or not all(isinstance(s, str) for s in scopes):
