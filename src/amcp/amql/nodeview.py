@@ -172,7 +172,7 @@ class SemanticScorer:
                 break
             k *= 4
         cache = self._scores.setdefault(text, {})
-        out = {kid: s for kid, s in hits if s >= threshold}
+        out = {kid: _fix(s) for kid, s in hits if s >= threshold}
         cache.update(out)
         return out
 
@@ -187,7 +187,8 @@ class SemanticScorer:
         vec = self._query_vector(text)
         ids = tuple(i.knowledge_id for i in todo)
         flt = RecordFilter(ids=ids, lifecycles=None, include_expired=True)
-        cache.update(self.memory.searcher.vector_search(vec, flt, len(ids)))
+        cache.update((kid, _fix(s)) for kid, s in self.memory.searcher.vector_search(
+            vec, flt, len(ids)))
         rest = [i for i in todo if i.knowledge_id not in cache]
         plain = [i for i in rest if not i.state.sensitive and i.record is not None]
         for i in rest:
@@ -196,7 +197,7 @@ class SemanticScorer:
             texts = [_embed_text(i) for i in plain]
             mat = np.asarray(self.memory.embedder.embed(texts))
             for i, row in zip(plain, mat @ vec, strict=True):
-                cache[i.knowledge_id] = float(row)
+                cache[i.knowledge_id] = _fix(float(row))
 
     def score(self, item: StoredRecord, text: str) -> float | None:
         if self.memory.embedder is None:
@@ -205,6 +206,13 @@ class SemanticScorer:
         if item.knowledge_id not in cache:
             self.prime(text, [item])
         return cache.get(item.knowledge_id)
+
+
+def _fix(score: float) -> float:
+    # Cosines of float32 vectors differ in the last bits between search paths (a whole-matrix
+    # product, a filtered subset, the HNSW graph): rounded to 1e-6 they rank the same way
+    # whichever path scored them, and equal scores fall back to the stable store order.
+    return round(float(score), 6)
 
 
 def _embed_text(item: StoredRecord) -> str:
