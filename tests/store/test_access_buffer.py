@@ -11,6 +11,7 @@ import pytest
 
 from amcp.memory import Memory
 from amcp.store import sqlite as sqlite_mod
+from amcp.store import sqlite_access
 
 
 def _on_disk(path: Path, kid: str) -> tuple[int, int]:
@@ -66,13 +67,13 @@ def test_close_writes_them(tmp_path: Path) -> None:
 def test_flush_by_count_and_by_age(mem: Memory, tmp_path: Path,
                                    monkeypatch: pytest.MonkeyPatch) -> None:
     kids = [mem.remember(f"fact number {i}", scope="p").knowledge_id for i in range(3)]
-    monkeypatch.setattr(sqlite_mod, "_ACCESS_FLUSH_N", 3)
+    monkeypatch.setattr(sqlite_access, "_ACCESS_FLUSH_N", 3)
     mem.read(kids[:2])
     assert _on_disk(tmp_path / "m.db", kids[0]) == (0, 0)
     mem.read(kids[2:])  # the third distinct record reaches the threshold
     assert _on_disk(tmp_path / "m.db", kids[0]) == (1, 1)
     assert _on_disk(tmp_path / "m.db", kids[2]) == (1, 1)
-    monkeypatch.setattr(sqlite_mod, "_ACCESS_FLUSH_S", 0.0)
+    monkeypatch.setattr(sqlite_access, "_ACCESS_FLUSH_S", 0.0)
     mem.read(kids[:1])
     assert _on_disk(tmp_path / "m.db", kids[0]) == (2, 2)
     got = mem.store.get(kids[0])

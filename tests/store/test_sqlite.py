@@ -11,8 +11,8 @@ from tests.store.records import rec
 
 from amcp.errors import IntegrityError, StoreError
 from amcp.keyring import Keyring
-from amcp.store.schema import MIGRATIONS, SCHEMA_VERSION
-from amcp.store.sqlite import SQLiteStore, _split_sql
+from amcp.store.schema import MIGRATIONS, SCHEMA_VERSION, split_sql
+from amcp.store.sqlite import SQLiteStore
 
 
 def open_at(tmp: Path, **kw: object) -> SQLiteStore:
@@ -29,7 +29,7 @@ def test_each_migration_upgrades_a_store_left_at_the_previous_version(
 ) -> None:
     db = raw(tmp_path)
     for number in range(start):
-        for stmt in _split_sql(MIGRATIONS[number]):
+        for stmt in split_sql(MIGRATIONS[number]):
             db.execute(stmt)
         db.execute(f"PRAGMA user_version={number + 1}")
     db.close()

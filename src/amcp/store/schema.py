@@ -6,6 +6,8 @@ crash between two leaves a store at a well-defined version.
 
 from __future__ import annotations
 
+import sqlite3
+
 MIGRATIONS: tuple[str, ...] = (
     # Plain rowid tables, not WITHOUT ROWID: SQLite 3.40's quick_check misreports NOT NULL
     # columns of WITHOUT ROWID tables as NULL, which would fail our integrity check on open.
@@ -108,3 +110,32 @@ MIGRATIONS: tuple[str, ...] = (
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)
+
+
+def split_sql(script: str) -> list[str]:
+    """A migration's statements (they contain no ';' inside literals or triggers)."""
+    return [s.strip() for s in script.split(";") if s.strip()]
+
+
+def migrate(db: sqlite3.Connection) -> int:
+    """Apply the migrations ``db`` lacks, each in its own transaction; the version it had.
+
+    Raises ValueError for a store newer than this code, and sqlite3.Error (message naming
+    the migration) when one fails — that migration is rolled back, earlier ones stay.
+    """
+    version = int(db.execute("PRAGMA user_version").fetchone()[0])
+    if version > SCHEMA_VERSION:
+        raise ValueError(
+            f"has schema v{version}; this amcp knows up to v{SCHEMA_VERSION} — upgrade amcp"
+        )
+    for number in range(version, SCHEMA_VERSION):
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            for statement in split_sql(MIGRATIONS[number]):
+                db.execute(statement)
+            db.execute(f"PRAGMA user_version={number + 1}")
+            db.execute("COMMIT")
+        except sqlite3.Error as exc:
+            db.execute("ROLLBACK")
+            raise sqlite3.Error(f"migration {number + 1} failed: {exc}") from exc
+    return version

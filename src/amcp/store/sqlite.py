@@ -23,7 +23,7 @@ import msgpack
 from amcp.amf.canonical import canonical_packb
 from amcp.amf.ids import content_key, public_key_text, verify_integrity
 from amcp.amf.record import AMFRecord
-from amcp.amf.types import KnowledgeType, Lifecycle
+from amcp.amf.types import Lifecycle
 from amcp.errors import (
     AmcpError,
     ConflictError,
@@ -40,45 +40,20 @@ from amcp.store.base import (
     PutItem,
     PutResult,
     RecordFilter,
-    RecordState,
-    StateRow,
     StoredRecord,
 )
 from amcp.store.chain import GENESIS, link_hash, sign_head
-from amcp.store.schema import MIGRATIONS, SCHEMA_VERSION
+from amcp.store.schema import SCHEMA_VERSION, migrate
 from amcp.store.sqlfilter import where_clause
-from amcp.store.sqlite_index import IndexReads
+from amcp.store.sqlite_access import AccessStats
+from amcp.store.sqlite_index import STATE_COLS, IndexReads
 
 if TYPE_CHECKING:
     import numpy as np
 
-STATE_COLS = (
-    "r.rowid, r.knowledge_id, r.lifecycle, r.hlc, r.superseded_by, r.reason, r.expires_at, "
-    "r.sensitive, r.weight, r.access_count, r.last_access, r.stored_at, r.body, r.checksum"
-)
-_DAY = 86_400
 _DECODED_CACHE = 20_000  # decoded records kept; ~2 KB each
-_ACCESS_FLUSH_S = 1.0  # buffered access counts reach the file at most this late
-_ACCESS_FLUSH_N = 512  # ... or once this many records have buffered counts
 _EVENTS_MIGRATION = 3  # the schema version that added record_events (see _backfill_events)
 _IN_CHUNK = 500  # ids per "IN (...)" lookup: below SQLite's default 999 bound parameters
-
-
-class _PendingAccess:
-    """Access counts of one record not yet written (see ``SQLiteStore.touch``)."""
-
-    __slots__ = ("count", "days", "last")
-
-    def __init__(self) -> None:
-        self.count = 0
-        self.last = 0.0
-        self.days: dict[int, int] = {}
-
-    def merge(self, newer: _PendingAccess) -> None:
-        self.count += newer.count
-        self.last = newer.last
-        for day, n in newer.days.items():
-            self.days[day] = self.days.get(day, 0) + n
 
 
 def _connect(path: Path, timeout_s: float) -> sqlite3.Connection:
@@ -87,7 +62,7 @@ def _connect(path: Path, timeout_s: float) -> sqlite3.Connection:
     return conn
 
 
-class SQLiteStore(IndexReads):
+class SQLiteStore(IndexReads, AccessStats):
     """``Store`` over a single SQLite file. Thread-safe through one re-entrant lock."""
 
     def __init__(
@@ -104,8 +79,7 @@ class SQLiteStore(IndexReads):
         self._depth = 0
         self._dirty_head = False
         self._decoded: OrderedDict[tuple[str, str], AMFRecord] = OrderedDict()
-        self._pending_access: dict[str, _PendingAccess] = {}
-        self._pending_since = 0.0
+        self._init_access()
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._db = _connect(self.path, lock_timeout_s)
@@ -140,22 +114,12 @@ class SQLiteStore(IndexReads):
 
     def _migrate(self) -> None:
         with self._lock:
-            version = self._db.execute("PRAGMA user_version").fetchone()[0]
-            if version > SCHEMA_VERSION:
-                raise StoreError(
-                    f"{self.path} has schema v{version}; this amcp knows up to "
-                    f"v{SCHEMA_VERSION} — upgrade amcp"
-                )
-            for number in range(version, SCHEMA_VERSION):
-                self._db.execute("BEGIN IMMEDIATE")
-                try:
-                    for statement in _split_sql(MIGRATIONS[number]):
-                        self._db.execute(statement)
-                    self._db.execute(f"PRAGMA user_version={number + 1}")
-                    self._db.execute("COMMIT")
-                except sqlite3.Error as exc:
-                    self._db.execute("ROLLBACK")
-                    raise StoreError(f"migration {number + 1} failed: {exc}") from exc
+            try:
+                version = migrate(self._db)
+            except ValueError as exc:
+                raise StoreError(f"{self.path} {exc}") from exc
+            except sqlite3.Error as exc:
+                raise StoreError(str(exc)) from exc
             if version and version < _EVENTS_MIGRATION <= SCHEMA_VERSION:
                 self._backfill_events()
 
@@ -502,7 +466,7 @@ class SQLiteStore(IndexReads):
             self._db.execute("DELETE FROM record_tags WHERE rid=?", (rowid,))
             self._db.execute("DELETE FROM record_events WHERE rid=?", (rowid,))
             self._db.execute("DELETE FROM access_daily WHERE rid=?", (rowid,))
-            self._pending_access.pop(knowledge_id, None)
+            self._drop_access(knowledge_id)
 
     def _require_live(self, knowledge_id: str, *, allow_purged: bool = False) -> int:
         row = self._db.execute(
@@ -514,108 +478,12 @@ class SQLiteStore(IndexReads):
             raise GoneError(f"{knowledge_id} was purged")
         return int(row[0])
 
-    def touch(self, knowledge_ids: Sequence[str], when: float) -> None:
-        """Count an access. Counts are buffered and written in one transaction per
-        ``_ACCESS_FLUSH_S`` / ``_ACCESS_FLUSH_N`` (and on close): a write transaction per read
-        was three quarters of a node's MEMORY_READ cost. Every read of this store sees the
-        buffered counts (``_overlay``); other processes see them at most a second late, and a
-        crash loses at most that second of access statistics, which are advisory."""
-        if not knowledge_ids:
-            return
-        day = int(when // _DAY)
-        with self._lock:
-            pending = self._pending_access
-            for kid in knowledge_ids:
-                entry = pending.get(kid)
-                if entry is None:
-                    entry = pending[kid] = _PendingAccess()
-                entry.count += 1
-                entry.last = when
-                entry.days[day] = entry.days.get(day, 0) + 1
-            now = time.monotonic()
-            if not self._pending_since:
-                self._pending_since = now
-            if len(pending) >= _ACCESS_FLUSH_N or now - self._pending_since >= _ACCESS_FLUSH_S:
-                self.flush_access()
-
-    def flush_access(self) -> None:
-        """Write the buffered access counts (one transaction). On failure (another writer
-        holds the lock) the counts stay buffered for the next attempt."""
-        with self._lock:
-            pending = self._pending_access
-            if not pending:
-                return
-            self._pending_access, self._pending_since = {}, 0.0
-            try:
-                with self.atomic():
-                    self._db.executemany(
-                        "UPDATE records SET access_count=access_count+?, last_access=? "
-                        "WHERE knowledge_id=?",
-                        [(e.count, e.last, kid) for kid, e in pending.items()],
-                    )
-                    self._db.executemany(
-                        "INSERT INTO access_daily(rid, day, count) "
-                        "SELECT rowid, ?, ? FROM records WHERE knowledge_id=? "
-                        "AND lifecycle != 'purged' "
-                        "ON CONFLICT(rid, day) DO UPDATE SET count=count+excluded.count",
-                        [(day, n, kid) for kid, e in pending.items() for day, n in e.days.items()],
-                    )
-            except BaseException:
-                for kid, e in pending.items():  # keep them, merged with any newer ones
-                    newer = self._pending_access.get(kid)
-                    if newer is not None:
-                        e.merge(newer)
-                    self._pending_access[kid] = e
-                self._pending_since = self._pending_since or time.monotonic()
-                raise
-
-    def _access_fields(self, kid: str, count: int, last: float | None) -> dict[str, Any]:
-        """The stored access columns plus what is still buffered for ``kid``."""
-        entry = self._pending_access.get(kid)
-        if entry is None:
-            return {"access_count": count, "last_access": last}
-        return {"access_count": count + entry.count, "last_access": entry.last}
-
-    def access_count_since(self, knowledge_id: str, since: float) -> int:
-        since_day = int(since // _DAY)
-        with self._lock:
-            row = self._db.execute(
-                "SELECT COALESCE(SUM(a.count),0) FROM access_daily a JOIN records r "
-                "ON r.rowid=a.rid WHERE r.knowledge_id=? AND a.day>=?",
-                (knowledge_id, since_day),
-            ).fetchone()
-            entry = self._pending_access.get(knowledge_id)
-            buffered = sum(n for d, n in entry.days.items() if d >= since_day) if entry else 0
-        return int(row[0]) + buffered
-
     def set_weight(self, knowledge_id: str, weight: float) -> None:
         with self.atomic():
             self._require_live(knowledge_id)
             self._db.execute(
                 "UPDATE records SET weight=? WHERE knowledge_id=?", (weight, knowledge_id)
             )
-
-    def states(
-        self, flt: RecordFilter, *, limit: int = 100, ranked: bool = False
-    ) -> list[StateRow]:
-        where, params = where_clause(flt)
-        order = "r.weight DESC, r.created_at DESC, r.knowledge_id" if ranked else "r.rowid"
-        sql = (
-            "SELECT r.knowledge_id, r.type, r.lifecycle, r.hlc, r.superseded_by, r.reason,"
-            " r.expires_at, r.sensitive, r.weight, r.access_count, r.last_access, r.stored_at,"
-            f" r.created_at FROM records r WHERE {where} ORDER BY {order} LIMIT ?"
-        )
-        with self._lock:
-            rows = self._db.execute(sql, [*params, limit]).fetchall()
-        return [
-            StateRow(kid, KnowledgeType(ktype), RecordState(
-                lifecycle=Lifecycle(life), hlc=hlc, superseded_by=sup, reason=reason,
-                expires_at=exp, sensitive=bool(sens), weight=weight,
-                **self._access_fields(kid, count, last), stored_at=stored,
-            ), created)
-            for kid, ktype, life, hlc, sup, reason, exp, sens, weight, count, last, stored, created
-            in rows
-        ]
 
     # ------------------------------------------------------------------ reads
 
@@ -627,33 +495,8 @@ class SQLiteStore(IndexReads):
         Decoded non-sensitive records are cached by (id, checksum): content is immutable, so
         the cache can only go stale by tampering, which open-time and uncached reads catch.
         """
-        (
-            _rowid,
-            kid,
-            lifecycle,
-            hlc,
-            sup_by,
-            reason,
-            expires,
-            sensitive,
-            weight,
-            count,
-            last,
-            stored,
-            body,
-            checksum,
-        ) = row
-        state = RecordState(
-            lifecycle=Lifecycle(lifecycle),
-            hlc=hlc,
-            superseded_by=sup_by,
-            reason=reason,
-            expires_at=expires,
-            sensitive=bool(sensitive),
-            weight=weight,
-            **self._access_fields(kid, count, last),
-            stored_at=stored,
-        )
+        kid, sensitive, body, checksum = row[1], row[7], row[12], row[13]
+        state = self._state(*row[1:12])
         if body is None:
             return StoredRecord(kid, state, None)
         with self._lock:  # the node reads from a thread pool
@@ -691,33 +534,6 @@ class SQLiteStore(IndexReads):
             found = self.get(kid)
             if found is not None:
                 out.append(found)
-        return out
-
-    def raw_bodies(
-        self, knowledge_ids: Sequence[str]
-    ) -> list[tuple[str, RecordState, bytes | None, str | None]]:
-        """``(id, state, stored AMF bytes, row checksum)`` in one query, *neither decoded nor
-        verified*: for readers that verify the bytes themselves (``amcp.cse.cache`` hashes
-        them without decoding). Sealed (sensitive) bodies and tombstones come back as None;
-        read those through ``get``."""
-        if not knowledge_ids:
-            return []
-        marks = ",".join("?" * len(knowledge_ids))
-        with self._lock:
-            rows = self._db.execute(
-                f"SELECT {STATE_COLS} FROM records r WHERE r.knowledge_id IN ({marks})",
-                list(knowledge_ids),
-            ).fetchall()
-        out = []
-        for row in rows:
-            (_rowid, kid, life, hlc, sup, reason, exp, sens, weight, count, last, stored,
-             body, checksum) = row
-            state = RecordState(
-                lifecycle=Lifecycle(life), hlc=hlc, superseded_by=sup, reason=reason,
-                expires_at=exp, sensitive=bool(sens), weight=weight,
-                **self._access_fields(kid, count, last), stored_at=stored,
-            )
-            out.append((kid, state, None if sens else body, checksum))
         return out
 
     def query(
@@ -777,7 +593,3 @@ def _vector_bytes(vector: np.ndarray) -> bytes:
     import numpy as np
 
     return np.ascontiguousarray(vector, dtype=np.float32).tobytes()
-
-
-def _split_sql(script: str) -> list[str]:
-    return [s.strip() for s in script.split(";") if s.strip()]

@@ -6,18 +6,25 @@ from __future__ import annotations
 
 import sqlite3
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from amcp.amf.types import KnowledgeType
 from amcp.errors import StoreError
-from amcp.store.base import RecordFilter, StoreStats
+from amcp.store.base import RecordFilter, RecordState, StateRow, StoreStats
 from amcp.store.schema import SCHEMA_VERSION
 from amcp.store.sqlfilter import where_clause
 
 if TYPE_CHECKING:
     import numpy as np
+
+
+STATE_COLS = (
+    "r.rowid, r.knowledge_id, r.lifecycle, r.hlc, r.superseded_by, r.reason, r.expires_at, "
+    "r.sensitive, r.weight, r.access_count, r.last_access, r.stored_at, r.body, r.checksum"
+)
 
 
 def _marks(n: int) -> str:
@@ -46,6 +53,51 @@ class IndexReads:
 
     def get_meta(self, key: str) -> str | None:  # provided by SQLiteStore
         raise NotImplementedError
+
+    # Provided by AccessStats (declared, not defined, so the mixin order cannot hide it).
+    _state: Callable[..., RecordState]
+
+    # -- states without decoding a body ------------------------------------------------
+
+    def states(
+        self, flt: RecordFilter, *, limit: int = 100, ranked: bool = False
+    ) -> list[StateRow]:
+        where, params = where_clause(flt)
+        order = "r.weight DESC, r.created_at DESC, r.knowledge_id" if ranked else "r.rowid"
+        sql = (
+            "SELECT r.knowledge_id, r.lifecycle, r.hlc, r.superseded_by, r.reason, r.expires_at,"
+            " r.sensitive, r.weight, r.access_count, r.last_access, r.stored_at, r.type,"
+            f" r.created_at FROM records r WHERE {where} ORDER BY {order} LIMIT ?"
+        )
+        with self._lock:
+            rows = self._db.execute(sql, [*params, limit]).fetchall()
+        return [
+            StateRow(row[0], KnowledgeType(row[11]), self._state(*row[:11]), row[12])
+            for row in rows
+        ]
+
+    def raw_bodies(
+        self, knowledge_ids: Sequence[str]
+    ) -> list[tuple[str, RecordState, bytes | None, str | None]]:
+        """``(id, state, stored AMF bytes, row checksum)`` in one query, *neither decoded nor
+        verified*: for readers that verify the bytes themselves (``amcp.cse.cache`` hashes
+        them without decoding). Sealed (sensitive) bodies and tombstones come back as None;
+        read those through ``get``."""
+        if not knowledge_ids:
+            return []
+        marks = ",".join("?" * len(knowledge_ids))
+        with self._lock:
+            rows = self._db.execute(
+                f"SELECT {STATE_COLS} FROM records r WHERE r.knowledge_id IN ({marks})",
+                list(knowledge_ids),
+            ).fetchall()
+        out = []
+        for row in rows:
+            kid, sens, body, checksum = row[1], row[7], row[12], row[13]
+            out.append((kid, self._state(*row[1:12]), None if sens else body, checksum))
+        return out
+
+    # -- counts, filters, lexical search ---------------------------------------------
 
     def count(self, flt: RecordFilter) -> int:
         where, params = where_clause(flt)

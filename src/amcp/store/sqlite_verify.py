@@ -16,6 +16,7 @@ from amcp.amf.types import Lifecycle
 from amcp.errors import IntegrityError
 from amcp.store.base import ChangeOp, IntegrityReport
 from amcp.store.chain import GENESIS, link_hash, verify_head
+from amcp.store.sqlite_index import STATE_COLS
 
 if TYPE_CHECKING:
     from amcp.store.sqlite import SQLiteStore
@@ -74,8 +75,6 @@ def verify_store(self: SQLiteStore, *, full: bool = False) -> IntegrityReport:
 
 def _verify_records(self: SQLiteStore, put_sums: dict[str, str]) -> list[str]:
     problems: list[str] = []
-    from amcp.store.sqlite import STATE_COLS  # import here: sqlite.py imports this module lazily
-
     with self._lock:
         rows = self._db.execute(f"SELECT {STATE_COLS} FROM records r").fetchall()
     for row in rows:

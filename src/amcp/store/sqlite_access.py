@@ -1,0 +1,148 @@
+"""The SQLiteStore's access statistics: counts buffered in memory and written in batches.
+
+A mixin so the adapter file stays readable; it shares the store's connection, lock and
+transactions. Every read of the store builds its ``RecordState`` through ``_state``, so the
+buffered counts are visible to this process at once.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+import time
+from collections.abc import Sequence
+from contextlib import AbstractContextManager
+
+from amcp.amf.types import Lifecycle
+from amcp.store.base import RecordState
+
+_DAY = 86_400
+_ACCESS_FLUSH_S = 1.0  # buffered access counts reach the file at most this late
+_ACCESS_FLUSH_N = 512  # ... or once this many records have buffered counts
+
+
+class _PendingAccess:
+    """Access counts of one record not yet written (see ``AccessStats.touch``)."""
+
+    __slots__ = ("count", "days", "last")
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.last = 0.0
+        self.days: dict[int, int] = {}
+
+    def merge(self, newer: _PendingAccess) -> None:
+        self.count += newer.count
+        self.last = newer.last
+        for day, n in newer.days.items():
+            self.days[day] = self.days.get(day, 0) + n
+
+
+class AccessStats:
+    _db: sqlite3.Connection
+    _lock: threading.RLock
+    _pending_access: dict[str, _PendingAccess]
+    _pending_since: float
+
+    def atomic(self) -> AbstractContextManager[None]:  # provided by SQLiteStore
+        raise NotImplementedError
+
+    def _init_access(self) -> None:
+        self._pending_access = {}
+        self._pending_since = 0.0
+
+    def _drop_access(self, knowledge_id: str) -> None:
+        """Forget a purged record's buffered counts (nothing may be written for it)."""
+        self._pending_access.pop(knowledge_id, None)
+
+    def touch(self, knowledge_ids: Sequence[str], when: float) -> None:
+        """Count an access. Counts are buffered and written in one transaction per
+        ``_ACCESS_FLUSH_S`` / ``_ACCESS_FLUSH_N`` (and on close): a write transaction per read
+        was three quarters of a node's MEMORY_READ cost. Every read of this store sees the
+        buffered counts (``_state``); other processes see them at most a second late, and a
+        crash loses at most that second of access statistics, which are advisory."""
+        if not knowledge_ids:
+            return
+        day = int(when // _DAY)
+        with self._lock:
+            pending = self._pending_access
+            for kid in knowledge_ids:
+                entry = pending.get(kid)
+                if entry is None:
+                    entry = pending[kid] = _PendingAccess()
+                entry.count += 1
+                entry.last = when
+                entry.days[day] = entry.days.get(day, 0) + 1
+            now = time.monotonic()
+            if not self._pending_since:
+                self._pending_since = now
+            if len(pending) >= _ACCESS_FLUSH_N or now - self._pending_since >= _ACCESS_FLUSH_S:
+                self.flush_access()
+
+    def flush_access(self) -> None:
+        """Write the buffered access counts (one transaction). On failure (another writer
+        holds the lock) the counts stay buffered for the next attempt."""
+        with self._lock:
+            pending = self._pending_access
+            if not pending:
+                return
+            self._pending_access, self._pending_since = {}, 0.0
+            try:
+                with self.atomic():
+                    self._db.executemany(
+                        "UPDATE records SET access_count=access_count+?, last_access=? "
+                        "WHERE knowledge_id=?",
+                        [(e.count, e.last, kid) for kid, e in pending.items()],
+                    )
+                    self._db.executemany(
+                        "INSERT INTO access_daily(rid, day, count) "
+                        "SELECT rowid, ?, ? FROM records WHERE knowledge_id=? "
+                        "AND lifecycle != 'purged' "
+                        "ON CONFLICT(rid, day) DO UPDATE SET count=count+excluded.count",
+                        [(day, n, kid) for kid, e in pending.items() for day, n in e.days.items()],
+                    )
+            except BaseException:
+                for kid, e in pending.items():  # keep them, merged with any newer ones
+                    newer = self._pending_access.get(kid)
+                    if newer is not None:
+                        e.merge(newer)
+                    self._pending_access[kid] = e
+                self._pending_since = self._pending_since or time.monotonic()
+                raise
+
+    def _state(
+        self,
+        kid: str,
+        lifecycle: str,
+        hlc: int,
+        superseded_by: str | None,
+        reason: str | None,
+        expires_at: float | None,
+        sensitive: int,
+        weight: float,
+        count: int,
+        last: float | None,
+        stored_at: float,
+    ) -> RecordState:
+        """A row's state columns (``STATE_COLS`` order) as a ``RecordState``, with the access
+        counts still buffered for ``kid`` added to the stored ones."""
+        entry = self._pending_access.get(kid)
+        if entry is not None:
+            count, last = count + entry.count, entry.last
+        return RecordState(
+            lifecycle=Lifecycle(lifecycle), hlc=hlc, superseded_by=superseded_by,
+            reason=reason, expires_at=expires_at, sensitive=bool(sensitive), weight=weight,
+            access_count=count, last_access=last, stored_at=stored_at,
+        )
+
+    def access_count_since(self, knowledge_id: str, since: float) -> int:
+        since_day = int(since // _DAY)
+        with self._lock:
+            row = self._db.execute(
+                "SELECT COALESCE(SUM(a.count),0) FROM access_daily a JOIN records r "
+                "ON r.rowid=a.rid WHERE r.knowledge_id=? AND a.day>=?",
+                (knowledge_id, since_day),
+            ).fetchone()
+            entry = self._pending_access.get(knowledge_id)
+            buffered = sum(n for d, n in entry.days.items() if d >= since_day) if entry else 0
+        return int(row[0]) + buffered
