@@ -200,3 +200,20 @@ def test_filtered_vector_search_is_exact_top_k(tmp_path: Path, scope: str) -> No
         some = tuple(kid for kid, _s in got[:3])
         only = mem.searcher.vector_search(q, RecordFilter(scopes=(scope,), ids=some), 20)
         assert {kid for kid, _s in only} == set(some)
+
+
+def test_vector_search_honours_subject_and_event_filters(tmp_path: Path) -> None:
+    # Filters the index cannot answer itself (subjects, events) must not be skipped as
+    # "trivial": only records with that subject / invalidation event come back.
+    with Memory(tmp_path / "m.db", embedder="hashing") as mem:
+        for i in range(30):
+            mem.remember(f"connection pool note {i}", scope="p", subject=f"Db.Pool.n{i}")
+        want = mem.remember("connection pool note special", scope="p",
+                             subject="Db.Pool.special").knowledge_id
+        vec = mem.embedder.embed_query("connection pool note")  # type: ignore[union-attr]
+        hits = mem.searcher.vector_search(vec, RecordFilter(subjects=("Db.Pool.special",)), 5)
+        assert [kid for kid, _s in hits] == [want]
+        assert mem.searcher.vector_search(vec, RecordFilter(events=("schema_change",)), 5) == []
+    assert RecordFilter().selective is False
+    assert RecordFilter(lifecycles=None, include_expired=True).selective is False
+    assert RecordFilter(subjects=("x",)).selective and RecordFilter(events=("e",)).selective

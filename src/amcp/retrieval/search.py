@@ -272,7 +272,8 @@ class HybridSearcher:
         index = self._ensure_index()
         if index is None or len(index) == 0:
             return []
-        if _is_trivial(flt):
+        # The index holds every live vector: only lifecycle 'active' alone needs no filter.
+        if not flt.selective and flt.lifecycles in (None, (Lifecycle.ACTIVE,)):
             hits = index.search(vector, k)
         else:
             hits = self._filtered_vector_search(index, vector, flt, k)
@@ -394,15 +395,3 @@ class HybridSearcher:
         ]
 
 
-def _is_trivial(flt: RecordFilter) -> bool:
-    return (
-        flt.scopes is None
-        and flt.types is None
-        and flt.kinds is None
-        and flt.tags is None
-        and flt.created_after is None
-        and flt.created_before is None
-        and flt.subject_prefix is None
-        and flt.ids is None
-        and flt.lifecycles in (None, (Lifecycle.ACTIVE,))
-    )

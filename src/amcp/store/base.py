@@ -114,6 +114,23 @@ class RecordFilter:
     include_expired: bool = False
     now: float | None = None  # for TTL: records with expires_at <= now are hidden
 
+    @property
+    def selective(self) -> bool:
+        """True when the filter names records by anything beyond lifecycle and expiry —
+        the conditions an index over every live record cannot answer by itself."""
+        return not (
+            self.scopes is None
+            and self.types is None
+            and self.kinds is None
+            and self.tags is None
+            and self.created_after is None
+            and self.created_before is None
+            and self.subject_prefix is None
+            and self.ids is None
+            and self.subjects is None
+            and self.events is None
+        )
+
 
 @dataclass(frozen=True, slots=True)
 class StoreStats:

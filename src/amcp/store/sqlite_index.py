@@ -31,22 +31,6 @@ def _marks(n: int) -> str:
     return ",".join("?" * n)
 
 
-def _lifecycle_only(flt: RecordFilter) -> bool:
-    """True when ``flt`` asks for nothing but lifecycles and expiry (no selective part)."""
-    return (
-        flt.scopes is None
-        and flt.types is None
-        and flt.kinds is None
-        and flt.tags is None
-        and flt.created_after is None
-        and flt.created_before is None
-        and flt.subject_prefix is None
-        and flt.ids is None
-        and flt.subjects is None
-        and flt.events is None
-    )
-
-
 class IndexReads:
     _db: sqlite3.Connection
     _lock: threading.RLock
@@ -131,7 +115,7 @@ class IndexReads:
             return []
         where, params = where_clause(flt)
         # A selective filter (a scope is often an eighth of the store) needs a deeper page.
-        probe = max(4 * k, 200) if _lifecycle_only(flt) else max(16 * k, 800)
+        probe = max(4 * k, 200) if not flt.selective else max(16 * k, 800)
         try:
             with self._lock:
                 ranked = self._db.execute(
