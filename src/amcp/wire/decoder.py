@@ -34,7 +34,7 @@ from amcp.wire.constants import (
 from amcp.wire.crypto import FrameCipher
 from amcp.wire.encoder import check_max_payload
 from amcp.wire.errors import FrameViolationError
-from amcp.wire.frame import Frame
+from amcp.wire.frame import Frame, FrameShell
 from amcp.wire.header import (
     CHECKSUM_OFFSET,
     CONCAT_BELOW,
@@ -65,32 +65,13 @@ _unpackb = msgpack.unpackb
 _Head = tuple[MsgType, int, int, bytes, int, int]
 
 
-# Decoded frames are built without Frame.__init__: the frozen-dataclass init plus
-# __post_init__ cost more than all the rest of decoding. Instead the fields are stored on a
-# plain object with Frame's exact slot layout (plain attribute stores are specialised by
-# the interpreter) and its class is then switched to Frame, which Python allows between
-# classes of identical layout. The result is a genuine Frame (type, __eq__, frozenness).
-# __post_init__'s checks hold by construction: session_id is 16 bytes and seq/clock are
-# u64 because struct unpacked them.
-class _FrameShell:
-    __slots__ = Frame.__slots__
-
-
-# The shell route sets these fields and no others; fail loudly if frame.py grows one.
-if set(Frame.__slots__) != {
-    "msg_type",
-    "payload",
-    "seq",
-    "session_id",
-    "clock",
-    "flags",
-    "version",
-}:
-    raise ImportError("Frame's fields changed: update amcp.wire.decoder's frame building")
+# Decoded frames are built as ``FrameShell``s (see amcp.wire.frame): Frame.__init__ cost
+# more than all the rest of decoding. __post_init__'s checks hold by construction:
+# session_id is 16 bytes and seq/clock are u64 because struct unpacked them.
 
 
 def _frame(head: _Head, payload: dict[str, Any]) -> Frame:
-    frame: Any = _FrameShell()
+    frame: Any = FrameShell()
     frame.msg_type, flags, frame.seq, frame.session_id, frame.clock, frame.version = head
     frame.flags = _FLAGS[flags]
     frame.payload = payload
@@ -306,7 +287,7 @@ class FrameDecoder:
                             break
                 if type(obj) is not dict:
                     obj = decode_payload(payload, seq)  # raises the precise violation
-                shell: Any = _FrameShell()
+                shell: Any = FrameShell()
                 shell.msg_type = msg_type
                 shell.payload = obj
                 shell.seq = seq
