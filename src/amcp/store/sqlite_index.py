@@ -69,7 +69,7 @@ class IndexReads:
         read those through ``get``."""
         if not knowledge_ids:
             return []
-        marks = ",".join("?" * len(knowledge_ids))
+        marks = _marks(len(knowledge_ids))
         with self._lock:
             rows = self._db.execute(
                 f"SELECT {STATE_COLS} FROM records r WHERE r.knowledge_id IN ({marks})",
@@ -147,7 +147,7 @@ class IndexReads:
         """
         if not terms:
             return {}, 0
-        marks = ",".join("?" * len(terms))
+        marks = _marks(len(terms))
         with self._lock:
             rows = self._db.execute(
                 f"SELECT term, doc FROM records_fts_vocab WHERE term IN ({marks})", list(terms)
@@ -158,7 +158,7 @@ class IndexReads:
     def own_terms(self, knowledge_ids: Sequence[str]) -> dict[str, str]:
         if not knowledge_ids:
             return {}
-        marks = ",".join("?" * len(knowledge_ids))
+        marks = _marks(len(knowledge_ids))
         with self._lock:
             rows = self._db.execute(
                 "SELECT r.knowledge_id, f.terms FROM records r JOIN records_fts f "
@@ -225,7 +225,7 @@ class IndexReads:
     def ids_for_rowids(self, rowids: Sequence[int]) -> dict[int, str]:
         if not rowids:
             return {}
-        marks = ",".join("?" * len(rowids))
+        marks = _marks(len(rowids))
         with self._lock:
             rows = self._db.execute(
                 f"SELECT rowid, knowledge_id FROM records WHERE rowid IN ({marks})",
