@@ -136,8 +136,9 @@ def background_hooks() -> int:
             cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
         except OSError:
             continue
-        if b"amcp.agent.hooks" in cmdline and (b"capture-prompt" in cmdline
-                                                or b"record-commit" in cmdline):
+        # ``-m amcp.agent.hooks`` (older installs) or ``-c "from amcp.agent.hooks…"``
+        if any(b"amcp.agent.hooks" in arg for arg in cmdline) and (
+                b"capture-prompt" in cmdline or b"record-commit" in cmdline):
             count += 1
     return count
 

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from amcp.agent.hooks.claude_code import HookConfig, run_hook
+from amcp.agent.hooks.claude_code import HookConfig, hook_argv, run_hook
 from amcp.memory import Memory
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -76,9 +76,12 @@ def hook_env(home: Path, **extra: str) -> dict[str, str]:
 def run_entry(
     event: str, stdin: str | Mapping[str, Any], env: Mapping[str, str], *args: str
 ) -> subprocess.CompletedProcess[str]:
+    """The hook as the installed command runs it (``hook_argv``); ``args`` are interpreter
+    options placed before the entry."""
     text = stdin if isinstance(stdin, str) else json.dumps(stdin)
+    exe, *entry = hook_argv(sys.executable, event)
     return subprocess.run(
-        [sys.executable, *args, "-m", "amcp.agent.hooks", event],
+        [exe, *args, *entry],
         input=text, capture_output=True, text=True, env=dict(env), timeout=120, check=False,
     )
 

@@ -42,7 +42,8 @@ def test_claude_code_merges_without_clobbering(tmp_path: Path) -> None:
     post = data["hooks"]["PostToolUse"]
     assert post[0] == EXISTING["hooks"]["PostToolUse"][0]  # theirs untouched, first
     assert post[1]["matcher"] == "Bash"
-    assert post[1]["hooks"][0]["command"] == "/usr/bin/python3 -m amcp.agent.hooks post-tool"
+    assert post[1]["hooks"][0]["command"] == (
+        "/usr/bin/python3 -P -c 'from amcp.agent.hooks.__main__ import run; run()' post-tool")
     assert data["hooks"]["Stop"][0] == EXISTING["hooks"]["Stop"][0]
     assert data["hooks"]["SessionStart"][0]["hooks"][0]["type"] == "command"
     cmd = (tmp_path / ".claude" / "commands" / "amcp.md").read_text(encoding="utf-8")
@@ -59,7 +60,37 @@ def test_claude_code_is_idempotent_and_refreshes_the_interpreter(tmp_path: Path)
     data = json.loads((tmp_path / ".claude" / "settings.json").read_text(encoding="utf-8"))
     for groups in data["hooks"].values():
         commands = [h["command"] for g in groups for h in g["hooks"]]
-        assert len(commands) == 1 and commands[0].startswith("/new/python -m amcp.agent.hooks")
+        assert len(commands) == 1 and commands[0].startswith("/new/python -P -c ")
+
+
+def test_merge_refreshes_the_older_dash_m_command() -> None:
+    """Installs from before the ``-c`` entry are ours: replaced in place, not duplicated."""
+    old = {"type": "command", "command": "/usr/bin/python3 -m amcp.agent.hooks prompt",
+           "timeout": 10}
+    merged, added, updated = merge_settings({"hooks": {"UserPromptSubmit": [
+        {"hooks": [old]}]}}, python="/usr/bin/python3")
+    assert "UserPromptSubmit" in updated and "UserPromptSubmit" not in added
+    assert merged["hooks"]["UserPromptSubmit"] == [{"hooks": [
+        {**old, "command": hook_command("prompt", "/usr/bin/python3")}]}]
+
+
+def test_installed_command_runs_the_hook_outside_the_project_path(tmp_path: Path) -> None:
+    """The written command, run by a shell as Claude Code does, answers the hook; and with
+    ``-P`` a module in the agent's working directory cannot shadow the stdlib."""
+    import os
+    import subprocess
+    import sys
+
+    (tmp_path / "json.py").write_text("raise SystemExit('shadowed')\n", encoding="utf-8")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AMCP_")}
+    src = str(Path(__file__).resolve().parents[3] / "src")
+    env.update({"AMCP_HOME": str(tmp_path / "home"), "AMCP_NODE": "off",
+                "PYTHONPATH": src + os.pathsep + env.get("PYTHONPATH", "")})
+    res = subprocess.run(hook_command("stop", sys.executable), shell=True,
+                         cwd=tmp_path, input='{"session_id": "s", "cwd": "."}',
+                         capture_output=True, text=True, env=env, timeout=60, check=False)
+    assert res.returncode == 0, res.stderr
+    assert json.loads(res.stdout)["decision"] == "block"
 
 
 def test_merge_drops_duplicate_entries_of_ours() -> None:

@@ -1,18 +1,24 @@
-"""``python -m amcp.agent.hooks <event>``: the lean hook entry (the composition root).
+"""The lean hook entry (the composition root): ``run()``, as the installed command calls it
+(``python -P -c "from amcp.agent.hooks.__main__ import run; run()" <event>``, see
+``claude_code.hook_argv``), or ``python -m amcp.agent.hooks <event>``.
 
-It imports neither Typer nor rich nor any model runtime, reads its configuration from the
-environment here and nowhere else, and always exits 0: a hook never breaks the agent.
+It imports neither Typer nor rich nor any model runtime (nor ``typing``), reads its
+configuration from the environment here and nowhere else, and always exits 0: a hook never
+breaks the agent.
 """
 
 from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from amcp.agent.hooks.claude_code import HookConfig, run_hook
 from amcp.agent.hooks.fastpath import NODE_PORT
+from amcp.lean import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
 
 
 def config_from_env(env: Mapping[str, str]) -> HookConfig:
@@ -53,5 +59,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
-if __name__ == "__main__":
+def run() -> None:
+    """``main()`` on ``sys.argv`` and exit with its status (the installed command)."""
     sys.exit(main())
+
+
+if __name__ == "__main__":
+    run()

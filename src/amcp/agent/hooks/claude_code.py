@@ -19,16 +19,13 @@ from __future__ import annotations
 import json
 import re
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from amcp.agent.hooks.fastpath import (
     NODE_PORT,
-    Backend,
     FastBackend,
     LocalBackend,
-    MemoryLine,
     NewMemory,
     NodeBackend,
     NoStore,
@@ -36,25 +33,43 @@ from amcp.agent.hooks.fastpath import (
     one_line,
 )
 from amcp.agent.hooks.ledger import LedgerStore, SessionLedger
+from amcp.lean import TYPE_CHECKING, NamedTuple
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # names for annotations only: ``typing`` stays off the hook path
+    from collections.abc import Callable
+    from typing import Any, TypeVar
+
+    from amcp.agent.hooks.fastpath import Backend, MemoryLine
     from amcp.agent.hooks.nodehttp import HttpBackend
 
-T = TypeVar("T")
+    T = TypeVar("T")
 
 EVENTS = ("session-start", "prompt", "post-tool", "stop")
+# How a hook process is started: the command ``amcp hooks install claude-code`` writes and
+# the detached workers' argv. ``-c`` rather than ``-m amcp.agent.hooks``: ``runpy`` and the
+# ``importlib.util`` it loads cost every hook ~5 ms. ``-P``: the agent's working directory
+# is not put first on ``sys.path`` (``-m`` puts it there), so a project's own ``json.py``
+# or ``typing.py`` cannot shadow the stdlib inside our process.
+ENTRY_CODE = "from amcp.agent.hooks.__main__ import run; run()"
+
+
+def hook_argv(python: str, event: str) -> list[str]:
+    """The argv that runs hook ``event`` (or an internal worker) with ``python``."""
+    return [python, "-P", "-c", ENTRY_CODE, event]
+
 PREFERENCE_KINDS = ("preference",)  # what session start shows from the user's scopes
 MAX_STDIN = 4 * 1024 * 1024  # hook input beyond this is not a hook payload
 TRANSCRIPT_TAIL = 256 * 1024  # bytes of the transcript read to find the last reply
-LEARN = re.compile(r"^\s*AMCP-LEARN:\s*(?P<text>\S.{2,})$", re.MULTILINE)
-DECLINE = re.compile(r"^\s*AMCP-DECLINE:\s*(?P<text>\S.*)$", re.MULTILINE)
+# Patterns as strings (flags inline), compiled on first use through ``re``'s cache: a hook
+# process uses one or two of them, and compiling all at import costs every event ~1.5 ms.
+LEARN = r"(?m)^\s*AMCP-LEARN:\s*(?P<text>\S.{2,})$"
+DECLINE = r"(?m)^\s*AMCP-DECLINE:\s*(?P<text>\S.*)$"
 # git commit's summary line: "[main 1a2b3c4] subject" / "[main (root-commit) 1a2b3c4] subject"
-COMMIT_LINE = re.compile(
-    r"^\[(?P<branch>[^\]\s]+)(?: \([^)]*\))? (?P<sha>[0-9a-f]{7,40})\] (?P<subject>.+)$",
-    re.MULTILINE,
+COMMIT_LINE = (
+    r"(?m)^\[(?P<branch>[^\]\s]+)(?: \([^)]*\))? (?P<sha>[0-9a-f]{7,40})\] (?P<subject>.+)$"
 )
-GIT_COMMIT = re.compile(r"(?:^|[;&|(]\s*|\s)git(?:\s+-[cC]\s+\S+)*\s+commit\b")
-_FENCE = re.compile(r"</?\s*amcp-memory", re.IGNORECASE)
+GIT_COMMIT = r"(?:^|[;&|(]\s*|\s)git(?:\s+-[cC]\s+\S+)*\s+commit\b"
+_FENCE = r"(?i)</?\s*amcp-memory"
 
 
 class HookConfig(NamedTuple):
@@ -149,7 +164,7 @@ def project_scope(name: str | None) -> str | None:
 
 def fence(title: str, lines: list[str]) -> str:
     """Memory lines inside a block that says they are data, not instructions."""
-    body = "\n".join(_FENCE.sub("<\u200bamcp-memory", line) for line in lines)
+    body = "\n".join(re.sub(_FENCE, "<\u200bamcp-memory", line) for line in lines)
     return (
         f"{title}\n"
         '<amcp-memory trust="untrusted">\n'
@@ -362,8 +377,7 @@ def spawn_capture(inp: HookInput, cfg: HookConfig) -> None:
     """Hand the prompt to a detached ``capture-prompt`` process and return at once."""
     data = json.dumps({"session_id": inp.session_id, "cwd": str(inp.cwd),
                        "prompt": inp.text("prompt")})
-    spawn_detached([cfg.python, "-m", "amcp.agent.hooks", "capture-prompt"],
-                   data.encode("utf-8"))
+    spawn_detached(hook_argv(cfg.python, "capture-prompt"), data.encode("utf-8"))
 
 
 def spawn_detached(argv: list[str], stdin: bytes) -> None:
@@ -426,7 +440,7 @@ def post_tool(inp: HookInput, cfg: HookConfig) -> dict[str, Any] | None:
         # Marked first, so a repeated payload is not written twice; the writer un-marks it
         # if the write fails (see record_commit).
         ledgers.save(ledger.with_commit(sha))
-        spawn_detached([cfg.python, "-m", "amcp.agent.hooks", "record-commit"],
+        spawn_detached(hook_argv(cfg.python, "record-commit"),
                        json.dumps({**inp.raw, "amcp_scope": scope}).encode("utf-8"))
         return context_output(
             "PostToolUse", f"[AMCP] commit {sha} recorded as a work boundary (written in the "
@@ -501,7 +515,9 @@ def commit_of(raw: Mapping[str, Any]) -> tuple[str, str, str] | None:
         return None
     tool_input = raw.get("tool_input")
     command = tool_input.get("command") if isinstance(tool_input, Mapping) else None
-    if not isinstance(command, str) or not GIT_COMMIT.search(command):
+    # "commit" first: a plain substring scan settles nearly every tool call without a regex.
+    if (not isinstance(command, str) or "commit" not in command
+            or not re.search(GIT_COMMIT, command)):
         return None
     if "--dry-run" in command:
         return None
@@ -515,7 +531,7 @@ def commit_of(raw: Mapping[str, Any]) -> tuple[str, str, str] | None:
         output = response
     else:
         return None
-    m = COMMIT_LINE.search(output)
+    m = re.search(COMMIT_LINE, output)
     if m is None:
         return None
     return m.group("sha"), m.group("branch"), one_line(m.group("subject"), 200)
@@ -535,8 +551,8 @@ def stop(inp: HookInput, cfg: HookConfig) -> dict[str, Any] | None:
     if ledger.stop_outcome is not None:
         return {}
     reply = last_reply(inp)
-    learn = LEARN.search(reply) if reply else None
-    decline = DECLINE.search(reply) if reply else None
+    learn = re.search(LEARN, reply) if reply else None
+    decline = re.search(DECLINE, reply) if reply else None
     if learn is not None:
         scope = ledger.project_scope or project_scope(project_of(inp.cwd)) or "*"
         item = NewMemory(
@@ -645,6 +661,7 @@ __all__ = [
     "HookInputError",
     "commit_of",
     "fence",
+    "hook_argv",
     "last_reply",
     "project_of",
     "project_scope",

@@ -14,18 +14,22 @@ import os
 import re
 import time
 from pathlib import Path
-from typing import Any, Literal, NamedTuple
 
-StopOutcome = Literal["learned", "declined"]
+from amcp.lean import TYPE_CHECKING, NamedTuple
+
+if TYPE_CHECKING:
+    from typing import Any, Literal
+
+    StopOutcome = Literal["learned", "declined"]
 
 MAX_SHOWN = 5000  # ids remembered per session; older ones may be shown again (bounded file)
 MAX_COMMITS = 500
-_SAFE_ID = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
+_SAFE_ID = re.compile(r"[A-Za-z0-9_.-]{1,128}")
 
 
 def ledger_name(session_id: str) -> str:
     """A file name for ``session_id``: as-is when it is safe, else a hash (no path tricks)."""
-    if _SAFE_ID.match(session_id) and session_id not in {".", ".."}:
+    if _SAFE_ID.fullmatch(session_id) and session_id not in {".", ".."}:
         return session_id
     import hashlib  # only for unusual ids: most hooks never load it
 
@@ -130,4 +134,4 @@ def _str_or_none(value: Any) -> str | None:
     return value if isinstance(value, str) else None
 
 
-__all__ = ["LedgerStore", "SessionLedger", "StopOutcome", "ledger_name"]
+__all__ = ["LedgerStore", "SessionLedger", "ledger_name"]

@@ -10,12 +10,16 @@ instead (``claude_code.with_backend``). The routes it calls are in ``node_routes
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
-from typing import Any
 
 from amcp.agent.hooks.fastpath import MemoryLine, NewMemory, _norm
-from amcp.agent.hooks.runtime import NodeRuntime
 from amcp.errors import AmcpError
+from amcp.lean import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from typing import Any
+
+    from amcp.agent.hooks.runtime import NodeRuntime
 
 MAX_RESPONSE = 8 * 1024 * 1024
 TOKEN_HEADER = "X-AMCP-Hook-Token"  # noqa: S105 - a header name, not a secret

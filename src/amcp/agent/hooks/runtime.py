@@ -21,7 +21,11 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any, NamedTuple
+
+from amcp.lean import TYPE_CHECKING, NamedTuple
+
+if TYPE_CHECKING:
+    from typing import Any
 
 VERSION = 1
 SUFFIX = ".node.json"
