@@ -8,9 +8,12 @@ the id/checksum code and their imports. Per-prompt hooks count these millisecond
 from __future__ import annotations
 
 from importlib import import_module
-from typing import TYPE_CHECKING, Any
+
+from amcp.lean import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from typing import Any
+
     from amcp.amf.canonical import canonical_packb
     from amcp.amf.ids import (
         build_record,

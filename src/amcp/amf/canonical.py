@@ -9,11 +9,14 @@ knowledge ids and checksums portable.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 import msgpack
 
 from amcp.errors import ValidationError
+from amcp.lean import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from typing import Any
 
 
 def _normalise(value: Any, path: str) -> Any:

@@ -6,9 +6,11 @@ read-only path) must not load the record classes that ``amcp.store.base`` needs.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from amcp.lean import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from typing import Any
+
     from amcp.store.base import (
         Change,
         ChangeOp,

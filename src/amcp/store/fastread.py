@@ -28,14 +28,17 @@ import sqlite3
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, NamedTuple
 from urllib.parse import quote
 
 import msgpack
 
 from amcp.amf.canonical import canonical_packb
 from amcp.errors import IntegrityError, StoreError
+from amcp.lean import TYPE_CHECKING, NamedTuple
 from amcp.store.schema import SCHEMA_VERSION
+
+if TYPE_CHECKING:
+    from typing import Any
 
 # The defaults of amcp.retrieval.search.SearchTuning (tests/store/test_fastread.py keeps
 # them equal): repeated so this module need not import the record classes search.py needs.
