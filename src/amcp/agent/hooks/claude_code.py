@@ -351,7 +351,10 @@ def prompt(inp: HookInput, cfg: HookConfig) -> dict[str, Any] | None:
     ledger = ledger.with_shown([h.knowledge_id for h in fresh])
     ledgers.save(ledger)
     if cfg.capture_prompts and notes is None:
-        spawn_capture(inp, cfg)
+        from amcp.agent.hooks.capture_gate import may_capture
+
+        if may_capture(text):  # a plain question: R1 would capture nothing, spawn nothing
+            spawn_capture(inp, cfg)
     parts: list[str] = []
     if fresh:
         parts.append(fence("AMCP memories relevant to this prompt:",
