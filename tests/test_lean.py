@@ -94,12 +94,13 @@ def test_refuses_mixins() -> None:
             a: int
 
 
-def test_the_noop_hook_imports_no_typing_dataclasses_or_subprocess(tmp_path: Path) -> None:
+def test_the_noop_hook_imports_none_of_the_heavy_stdlib(tmp_path: Path) -> None:
     """The point of this module: the installed hook command, on a tool call that is not a
     commit, loads none of the heavy stdlib modules (a structural check, not a timing)."""
     probe = ("import sys; from amcp.agent.hooks.__main__ import main; main(['post-tool']); "
              "print(sorted(m for m in ('typing', 'dataclasses', 'subprocess', 'inspect', "
-             "'runpy', 'sqlite3', 'msgpack') if m in sys.modules), file=sys.stderr)")
+             "'runpy', 'sqlite3', 'msgpack', 'pathlib', 'urllib.parse') if m in sys.modules), "
+             "file=sys.stderr)")
     env = {k: v for k, v in os.environ.items() if not k.startswith("AMCP_")}
     env.update({"AMCP_HOME": str(tmp_path / "home"), "AMCP_NODE": "off",
                 "PYTHONPATH": str(ROOT / "src") + os.pathsep + env.get("PYTHONPATH", "")})

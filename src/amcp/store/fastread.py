@@ -24,11 +24,10 @@ docs/hooks.md ("Tamper evidence") says why that is an acceptable trade for a hoo
 from __future__ import annotations
 
 import hashlib
+import os
 import sqlite3
 import time
 from collections.abc import Sequence
-from pathlib import Path
-from urllib.parse import quote
 
 import msgpack
 
@@ -39,6 +38,8 @@ from amcp.store.schema import SCHEMA_VERSION
 
 if TYPE_CHECKING:
     from typing import Any
+
+    StrPath = str | os.PathLike[str]
 
 # The defaults of amcp.retrieval.search.SearchTuning (tests/store/test_fastread.py keeps
 # them equal): repeated so this module need not import the record classes search.py needs.
@@ -75,16 +76,29 @@ def _marks(n: int) -> str:
     return ",".join("?" * n)
 
 
+# What ``urllib.parse.quote(path)`` leaves as is (its default ``safe="/"``): the module costs
+# a hook process ~5 ms to import (it builds six namedtuples), for one call per open.
+_URI_SAFE = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-~/")
+
+
+def uri_quote(path: str) -> str:
+    """``urllib.parse.quote(path)``: percent-encoded UTF-8 for an SQLite ``file:`` URI."""
+    return "".join(chr(b) if b in _URI_SAFE else f"%{b:02X}"
+                   for b in path.encode("utf-8", "surrogateescape"))
+
+
 class FastReader:
     """Read-only queries over one store file. Not thread-safe; one per hook process."""
 
-    def __init__(self, path: str | Path, *, timeout_s: float = 0.25,
-                 key_dir: Path | None = None) -> None:
-        self.path = Path(path)
-        self.key_dir = key_dir if key_dir is not None else self.path.parent / "keys"
-        if not self.path.exists():
+    def __init__(self, path: StrPath, *, timeout_s: float = 0.25,
+                 key_dir: StrPath | None = None) -> None:
+        # os.path strings, not pathlib: see uri_quote
+        self.path = os.fspath(path)
+        self.key_dir = (os.fspath(key_dir) if key_dir is not None
+                        else os.path.join(os.path.dirname(self.path), "keys"))
+        if not os.path.exists(self.path):
             raise StoreError(f"no store at {self.path}")
-        uri = f"file:{quote(str(self.path.resolve()))}?mode=ro"
+        uri = f"file:{uri_quote(os.path.realpath(self.path))}?mode=ro"
         try:
             self._db = sqlite3.connect(uri, uri=True, timeout=timeout_s,
                                        isolation_level=None, check_same_thread=False)
@@ -127,9 +141,10 @@ class FastReader:
         """The log tail against the witness outside the file: O(1), not a chain walk."""
         if not self.store_id:
             return
-        path = self.key_dir / "witness" / f"{self.store_id}.head"
+        path = os.path.join(self.key_dir, "witness", f"{self.store_id}.head")
         try:
-            text = path.read_text(encoding="ascii")
+            with open(path, encoding="ascii") as fh:
+                text = fh.read()
         except FileNotFoundError:
             return
         except OSError as exc:
@@ -176,9 +191,11 @@ class FastReader:
     def _open_sealed(self, body: bytes, kid: str) -> bytes:
         """Decrypt a sensitive body (AES-GCM): imported only when one is actually shown."""
         if self._data_key is None:
+            from pathlib import Path
+
             from amcp.keyring import Keyring
 
-            self._data_key = Keyring(self.key_dir)
+            self._data_key = Keyring(Path(self.key_dir))
         opened: bytes = self._data_key.open(body, kid.encode())
         return opened
 

@@ -157,12 +157,34 @@ def test_node_configured_but_down_falls_back_to_the_file(tmp_path: Path) -> None
                                                cfg))
 
 
+def test_config_from_env_defaults_and_expands_home(monkeypatch: pytest.MonkeyPatch,
+                                                  tmp_path: Path) -> None:
+    from amcp.agent.hooks.__main__ import config_from_env
+
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert Path(config_from_env({}).store) == tmp_path / ".amcp" / "memory.db"
+    assert Path(config_from_env({"AMCP_HOME": "~/mem"}).home) == tmp_path / "mem"
+
+
+def test_project_of_walks_up_to_the_git_root(tmp_path: Path) -> None:
+    from amcp.agent.hooks.claude_code import project_of
+
+    root = git_project(tmp_path, "my-repo")
+    (root / "src" / "pkg").mkdir(parents=True)
+    assert project_of(root / "src" / "pkg") == "my-repo"
+    assert project_of(str(root)) == "my-repo"
+    (tmp_path / "link").symlink_to(root / "src")
+    assert project_of(tmp_path / "link") == "my-repo"  # resolved, as Path.resolve() did
+    assert project_of(tmp_path / "absent" / "dir") is None
+
+
 @pytest.mark.parametrize("value", ["off", "127.0.0.1:7800", "bad:port", ""])
 def test_config_from_env(tmp_path: Path, value: str) -> None:
     from amcp.agent.hooks.__main__ import config_from_env
 
     cfg = config_from_env({"AMCP_HOME": str(tmp_path), "AMCP_NODE": value})
-    assert cfg.store == tmp_path / "memory.db"
+    assert Path(cfg.store) == tmp_path / "memory.db"
+    assert Path(cfg.home) == tmp_path
     expected = {"off": None, "127.0.0.1:7800": ("127.0.0.1", 7800)}.get(
         value, ("127.0.0.1", NODE_PORT))
     assert cfg.node == expected
@@ -290,3 +312,34 @@ def test_console_entry_leaves_other_commands_to_typer(monkeypatch: pytest.Monkey
         entry.main()
     assert exc.value.code == 0
     assert "session-start" in capsys.readouterr().out
+
+
+HEAVY = ("typing", "dataclasses", "subprocess", "inspect", "runpy", "pathlib", "urllib.parse",
+         "numpy", "cryptography", "amcp.memory", "amcp.agent.capture")
+
+
+@pytest.mark.parametrize(("event", "fields"), [
+    ("session-start", {"source": "startup"}),
+    ("prompt", {"prompt": "why do the integration tests need postgres?"}),
+    ("stop", {"stop_hook_active": False}),
+])
+def test_read_hooks_stay_off_the_heavy_imports(tmp_path: Path, event: str,
+                                               fields: dict[str, object]) -> None:
+    """What keeps a hook process short, checked structurally (no timing): the no-node read
+    hooks answer without typing, pathlib, dataclasses, Memory or the capture engine."""
+    import subprocess
+    import sys
+
+    home = tmp_path / "home"
+    seed(home)
+    proj = git_project(tmp_path)
+    probe = ("import sys; from amcp.agent.hooks.__main__ import main; main([sys.argv[1]]); "
+             f"print(sorted(m for m in {HEAVY!r} if m in sys.modules), file=sys.stderr)")
+    claude = {"session-start": "SessionStart", "prompt": "UserPromptSubmit", "stop": "Stop"}
+    res = subprocess.run([sys.executable, "-P", "-c", probe, event], cwd=tmp_path,
+                         env=hook_env(home), capture_output=True, text=True, timeout=60,
+                         check=False,
+                         input=json.dumps(payload(claude[event], proj, **fields)))
+    assert res.returncode == 0, res.stderr
+    assert "skipped" not in res.stdout and res.stdout.strip()
+    assert res.stderr.strip().splitlines()[-1] == "[]"

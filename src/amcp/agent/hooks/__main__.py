@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import sys
-from pathlib import Path
 
 from amcp.agent.hooks.claude_code import HookConfig, run_hook
 from amcp.agent.hooks.fastpath import NODE_PORT
@@ -26,7 +25,8 @@ def config_from_env(env: Mapping[str, str]) -> HookConfig:
     ``AMCP_HOOK_CAPTURE`` (``0``: do not capture prompts; ``inline``: capture inside the
     prompt hook instead of a detached process), ``AMCP_HOOK_WRITE`` (``inline``: write a
     commit's record before answering instead of in a detached process)."""
-    home = Path(env["AMCP_HOME"]).expanduser() if env.get("AMCP_HOME") else Path.home() / ".amcp"
+    home = (os.path.expanduser(env["AMCP_HOME"]) if env.get("AMCP_HOME")
+            else os.path.join(os.path.expanduser("~"), ".amcp"))
     node: tuple[str, int] | None = ("127.0.0.1", NODE_PORT)
     raw = env.get("AMCP_NODE", "").strip()
     if raw.lower() in {"off", "none", "0", "no"}:
@@ -39,7 +39,7 @@ def config_from_env(env: Mapping[str, str]) -> HookConfig:
             node = ("127.0.0.1", NODE_PORT)
     return HookConfig(
         home=home,
-        store=home / "memory.db",
+        store=os.path.join(home, "memory.db"),
         node=node,
         capture_prompts=env.get("AMCP_HOOK_CAPTURE", "1") != "0",
         capture_mode="inline" if env.get("AMCP_HOOK_CAPTURE") == "inline" else "background",

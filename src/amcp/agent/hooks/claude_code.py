@@ -17,10 +17,10 @@ that marks it as untrusted data, so a stored "ignore previous instructions…" s
 from __future__ import annotations
 
 import json
+import os
 import re
 import sys
 from collections.abc import Mapping
-from pathlib import Path
 
 from amcp.agent.hooks.fastpath import (
     NODE_PORT,
@@ -41,6 +41,8 @@ if TYPE_CHECKING:  # names for annotations only: ``typing`` stays off the hook p
 
     from amcp.agent.hooks.fastpath import Backend, MemoryLine
     from amcp.agent.hooks.nodehttp import HttpBackend
+
+    StrPath = str | os.PathLike[str]
 
     T = TypeVar("T")
 
@@ -75,10 +77,12 @@ _FENCE = r"(?i)</?\s*amcp-memory"
 class HookConfig(NamedTuple):
     """Read from the environment by the entry point (the composition root), not here.
 
-    NamedTuples, not frozen dataclasses, on the hook path: see ``fastpath.MemoryLine``."""
+    NamedTuples, not frozen dataclasses, on the hook path: see ``fastpath.MemoryLine``.
+    Paths are ``os.path`` strings (a ``Path`` is accepted): ``import pathlib`` and the
+    ``urllib.parse`` it loads cost a hook process ~5-10 ms."""
 
-    home: Path
-    store: Path
+    home: StrPath
+    store: StrPath
     node: tuple[str, int] | None = ("127.0.0.1", NODE_PORT)  # None: never try a node
     probe_timeout: float = 0.05
     connect_timeout: float = 0.5
@@ -103,7 +107,7 @@ class HookConfig(NamedTuple):
 
     @property
     def ledgers(self) -> LedgerStore:
-        return LedgerStore(self.home / "ledger")
+        return LedgerStore(os.path.join(self.home, "ledger"))
 
 
 class HookInputError(ValueError):
@@ -113,7 +117,7 @@ class HookInputError(ValueError):
 class HookInput(NamedTuple):
     event: str
     session_id: str
-    cwd: Path
+    cwd: str
     raw: Mapping[str, Any]
 
     @classmethod
@@ -131,7 +135,7 @@ class HookInput(NamedTuple):
         return cls(
             event=event,
             session_id=sid if isinstance(sid, str) and sid else "unknown-session",
-            cwd=Path(cwd) if isinstance(cwd, str) and cwd else Path.cwd(),
+            cwd=cwd if isinstance(cwd, str) and cwd else os.getcwd(),
             raw=data,
         )
 
@@ -143,16 +147,19 @@ class HookInput(NamedTuple):
 # ---------------------------------------------------------------------------- helpers
 
 
-def project_of(cwd: Path) -> str | None:
+def project_of(cwd: StrPath) -> str | None:
     """The git root's directory name (walking up for ``.git``), without running git."""
     try:
-        here = cwd.resolve()
-    except OSError:
+        here = os.path.realpath(cwd)
+    except (OSError, ValueError):
         return None
-    for d in (here, *here.parents):
-        if (d / ".git").exists():
-            return d.name or None
-    return None
+    while True:
+        if os.path.exists(os.path.join(here, ".git")):
+            return os.path.basename(here) or None
+        parent = os.path.dirname(here)
+        if parent == here:
+            return None
+        here = parent
 
 
 def project_scope(name: str | None) -> str | None:
@@ -299,7 +306,7 @@ def session_start(inp: HookInput, cfg: HookConfig) -> dict[str, Any] | None:
 
     users, project_lines, prefs = with_backend(
         cfg, read, (scope,) if scope else (), boot_budget=4000,
-        task=f"session start in {name or inp.cwd.name}")
+        task=f"session start in {name or os.path.basename(inp.cwd)}")
     seen: set[str] = set()
     lines: list[MemoryLine] = []
     for ln in (*project_lines, *prefs):
@@ -438,7 +445,7 @@ def post_tool(inp: HookInput, cfg: HookConfig) -> dict[str, Any] | None:
             return context_output(
                 "PostToolUse", f"[AMCP] commit {sha} recorded as a work boundary ({kid[:14]}).")
     if cfg.write_mode == "background":
-        if not cfg.store.exists():
+        if not os.path.exists(cfg.store):
             raise NoStore(f"no store at {cfg.store}; run `amcp init` first")
         # Marked first, so a repeated payload is not written twice; the writer un-marks it
         # if the write fails (see record_commit).
@@ -506,7 +513,7 @@ def log_failure(cfg: HookConfig, line: str) -> None:
     import time
 
     try:
-        with open(cfg.home / "hooks.log", "a", encoding="utf-8") as fh:
+        with open(os.path.join(cfg.home, "hooks.log"), "a", encoding="utf-8") as fh:
             fh.write(f"{time.strftime('%Y-%m-%dT%H:%M:%S')} {one_line(line, 500)}\n")
     except OSError:
         pass  # nowhere to report it: a hook never breaks the agent's work

@@ -22,8 +22,8 @@ node answers the probe.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
-from pathlib import Path
 
 from amcp.errors import AmcpError
 from amcp.lean import TYPE_CHECKING, NamedTuple
@@ -31,6 +31,8 @@ from amcp.lean import TYPE_CHECKING, NamedTuple
 if TYPE_CHECKING:
     from collections.abc import Sequence
     from typing import Any, Protocol
+
+    StrPath = str | os.PathLike[str]
 
     from amcp.amf.record import AMFRecord
     from amcp.memory import Memory
@@ -144,7 +146,7 @@ class LocalBackend:
         self.memory = memory
 
     @classmethod
-    def open(cls, path: Path, *, lock_timeout: float = 0.25, verify: bool = True,
+    def open(cls, path: StrPath, *, lock_timeout: float = 0.25, verify: bool = True,
              vectors: bool = False) -> LocalBackend:
         """``Memory`` for a hook's writes (and for readers of a store ``FastBackend`` cannot
         read). ``verify=False`` skips the change-log walk on open (O(records): ~0.7 s at
@@ -152,6 +154,9 @@ class LocalBackend:
         ``vectors=True`` embeds what it writes into a hashing store (a pure function, but
         numpy costs more to import than a hook may spend); otherwise writes are lexical-only
         until ``amcp reindex``, as in a MiniLM store."""
+        from pathlib import Path  # the write path: Memory imports it anyway
+
+        path = Path(path)
         if not path.exists():
             raise NoStore(f"no store at {path}; run `amcp init` first")
         from amcp.keyring import Keyring
@@ -276,13 +281,13 @@ class FastBackend:
         self.reader = reader
 
     @classmethod
-    def open(cls, path: Path, *, lock_timeout: float = 0.25) -> FastBackend:
+    def open(cls, path: StrPath, *, lock_timeout: float = 0.25) -> FastBackend:
         """Raises ``NoStore`` when there is no file, ``StaleStore`` when it needs a
         migration (the caller then uses ``LocalBackend``, which migrates)."""
         from amcp.store.fastread import FastReader
 
-        if not path.exists():
-            raise NoStore(f"no store at {path}; run `amcp init` first")
+        if not os.path.exists(path):
+            raise NoStore(f"no store at {os.fspath(path)}; run `amcp init` first")
         return cls(FastReader(path, timeout_s=lock_timeout))
 
     def pointers(self, scopes: Sequence[str], limit: int,

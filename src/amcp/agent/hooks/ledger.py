@@ -13,11 +13,11 @@ import json
 import os
 import re
 import time
-from pathlib import Path
 
 from amcp.lean import TYPE_CHECKING, NamedTuple
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # pathlib only for annotations: the hook path uses os.path strings
+    from pathlib import Path
     from typing import Any, Literal
 
     StopOutcome = Literal["learned", "declined"]
@@ -96,33 +96,43 @@ class SessionLedger(NamedTuple):
 class LedgerStore:
     """Loads and saves ledgers under ``directory`` (created on first save, not before)."""
 
-    def __init__(self, directory: Path) -> None:
-        self.directory = directory
+    def __init__(self, directory: str | os.PathLike[str]) -> None:
+        self.directory = os.fspath(directory)
 
     def path_for(self, session_id: str) -> Path:
-        return self.directory / f"{ledger_name(session_id)}.json"
+        from pathlib import Path
+
+        return Path(self.file_for(session_id))
+
+    def file_for(self, session_id: str) -> str:
+        """``path_for`` as a string, without ``pathlib`` (the hook path)."""
+        return os.path.join(self.directory, f"{ledger_name(session_id)}.json")
 
     def load(self, session_id: str) -> SessionLedger:
         try:
-            raw = self.path_for(session_id).read_text(encoding="utf-8")
+            with open(self.file_for(session_id), encoding="utf-8") as fh:
+                raw = fh.read()
             return SessionLedger.from_dict(session_id, json.loads(raw))
         except (OSError, ValueError):
             return SessionLedger(session_id)
 
     def save(self, ledger: SessionLedger) -> None:
-        self.directory.mkdir(parents=True, exist_ok=True)
-        target = self.path_for(ledger.session_id)
+        os.makedirs(self.directory, exist_ok=True)
+        target = self.file_for(ledger.session_id)
         data = json.dumps(ledger._replace(updated_at=time.time()).to_dict(), ensure_ascii=False)
         # A temp name unique to this process and moment, created exclusively (what
         # tempfile.mkstemp does, without importing tempfile: ~10 ms a hook process).
-        tmp = self.directory / f".ledger-{os.getpid()}-{time.monotonic_ns()}.tmp"
+        tmp = os.path.join(self.directory, f".ledger-{os.getpid()}-{time.monotonic_ns()}.tmp")
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as fh:
                 fh.write(data)
             os.replace(tmp, target)
         except BaseException:
-            tmp.unlink(missing_ok=True)
+            try:  # noqa: SIM105 - contextlib would be one more import on the hook path
+                os.unlink(tmp)
+            except FileNotFoundError:
+                pass
             raise
 
 

@@ -13,19 +13,23 @@ store and its keys anyway: the token grants nothing the file system did not.
 A hook trusts the file only if it parses, names this store, is owned by this user and not
 readable by others, and its pid is alive (a node killed with SIGKILL leaves a stale file;
 a recycled pid is caught later, when the token is refused). Anything else: no node, the
-hook reads the file itself. Only ``json`` and ``os`` are imported here (the hook path).
+hook reads the file itself. Only ``json`` and ``os`` are imported here (the hook path):
+paths are ``os.path`` strings, and ``pathlib`` (~5-10 ms a process with the ``urllib.parse``
+it imports) is loaded only by the helpers ``amcp serve`` and tests call.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from pathlib import Path
 
 from amcp.lean import TYPE_CHECKING, NamedTuple
 
 if TYPE_CHECKING:
+    from pathlib import Path
     from typing import Any
+
+    StrPath = str | os.PathLike[str]
 
 VERSION = 1
 SUFFIX = ".node.json"
@@ -40,8 +44,15 @@ class NodeRuntime(NamedTuple):
     amcp: tuple[str, int] | None = None
 
 
-def runtime_path(store: Path) -> Path:
-    return store.with_name(store.name + SUFFIX)
+def runtime_path(store: StrPath) -> Path:
+    from pathlib import Path
+
+    return Path(runtime_file(store))
+
+
+def runtime_file(store: StrPath) -> str:
+    """``runtime_path`` as a string, without ``pathlib`` (the hook path)."""
+    return os.fspath(store) + SUFFIX
 
 
 def _addr(value: Any) -> tuple[str, int] | None:
@@ -91,9 +102,9 @@ def pid_alive(pid: int) -> bool:
     return True
 
 
-def read_runtime(store: Path) -> NodeRuntime | None:
+def read_runtime(store: StrPath) -> NodeRuntime | None:
     """The node serving ``store``, when its runtime file is trustworthy (see module doc)."""
-    path = runtime_path(store)
+    path = runtime_file(store)
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
     except OSError:
@@ -110,7 +121,7 @@ def read_runtime(store: Path) -> NodeRuntime | None:
     rt = parse_runtime(raw)
     if rt is None or not pid_alive(rt.pid):
         return None
-    if rt.store != str(store) and rt.store != os.path.realpath(store):
+    if rt.store != os.fspath(store) and rt.store != os.path.realpath(store):
         return None
     return rt
 
@@ -121,7 +132,7 @@ def new_token() -> str:
     return secrets.token_urlsafe(32)
 
 
-def write_runtime(store: Path, *, http: tuple[str, int], token: str,
+def write_runtime(store: StrPath, *, http: tuple[str, int], token: str,
                   amcp: tuple[str, int] | None = None, pid: int | None = None) -> Path:
     """Write the runtime file atomically, mode 0600 (``amcp serve``, once HTTP listens)."""
     path = runtime_path(store)
@@ -139,7 +150,7 @@ def write_runtime(store: Path, *, http: tuple[str, int], token: str,
     return path
 
 
-def remove_runtime(store: Path, token: str) -> None:
+def remove_runtime(store: StrPath, token: str) -> None:
     """Remove the runtime file if it is still ours (a newer node may have replaced it)."""
     path = runtime_path(store)
     try:
@@ -151,4 +162,4 @@ def remove_runtime(store: Path, token: str) -> None:
 
 
 __all__ = ["NodeRuntime", "new_token", "parse_runtime", "read_runtime", "remove_runtime",
-           "runtime_path", "write_runtime"]
+           "runtime_file", "runtime_path", "write_runtime"]
