@@ -11,6 +11,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from tests.agent.hooks.kit import (
@@ -318,3 +319,33 @@ def test_amcp_serve_writes_and_removes_the_runtime_file(tmp_path: Path) -> None:
             proc.kill()
             proc.wait()
     assert not runtime_path(store).exists()
+
+
+def test_node_is_not_asked_to_capture_a_plain_question(tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The capture gate holds for the node too: a question costs no capture request (and
+    spawns no detached capture); a statement still goes to the node's capture."""
+    from amcp.agent.hooks import claude_code
+
+    home = tmp_path / "home"
+    seed(home)
+    proj = git_project(tmp_path)
+    ops: list[str] = []
+    real_call = HttpBackend.call
+
+    def spy(self: HttpBackend, op: str, body: dict[str, Any]) -> Any:
+        ops.append(op)
+        return real_call(self, op, body)
+
+    monkeypatch.setattr(HttpBackend, "call", spy)
+    monkeypatch.setattr(claude_code, "spawn_detached", lambda *a: ops.append("spawn"))
+    cfg = config(home, node=("127.0.0.1", 1), capture_mode="background")
+    with Memory(home / "memory.db", embedder="hashing") as mem, \
+            http_node(mem, home / "memory.db"):
+        call("prompt", payload("UserPromptSubmit", proj,
+                               prompt="why do the integration tests need postgres?"), cfg)
+        assert ops == ["recall"]
+        out = call("prompt", payload("UserPromptSubmit", proj,
+                                     prompt="From now on always use pytest for tests."), cfg)
+        assert ops == ["recall", "recall", "capture"]
+        assert "[AMCP] remembered K-" in context_of(out)

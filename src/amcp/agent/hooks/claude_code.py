@@ -333,6 +333,11 @@ def prompt(inp: HookInput, cfg: HookConfig) -> dict[str, Any] | None:
         ledger = ledger._replace(project_scope=project_scope(project_of(inp.cwd)))
     scopes = _scopes(ledger)
     inline = cfg.capture_prompts and cfg.capture_mode == "inline"
+    # Inline capture runs the engine itself. Otherwise a prompt R1 cannot capture from (a
+    # plain question; see capture_gate) costs neither a node request nor a detached process.
+    from amcp.agent.hooks.capture_gate import may_capture
+
+    capture = cfg.capture_prompts and (inline or may_capture(text))
 
     def read(backend: Backend) -> tuple[list[MemoryLine], list[str] | None]:
         if backend.name == "http":  # the node filters by relevance (same test, its side)
@@ -343,7 +348,7 @@ def prompt(inp: HookInput, cfg: HookConfig) -> dict[str, Any] | None:
                     if relevant(text, h.text)]
         fresh = [h for h in hits if h.knowledge_id not in ledger.shown][: cfg.prompt_k]
         notes: list[str] | None = None  # None: not captured here
-        if cfg.capture_prompts and backend.name == "http":
+        if capture and backend.name == "http":
             # The node has the capture rules loaded: capturing there costs the hook one
             # request instead of a detached process importing them (~0.5 s CPU).
             notes = backend.capture(  # type: ignore[attr-defined]
@@ -357,11 +362,8 @@ def prompt(inp: HookInput, cfg: HookConfig) -> dict[str, Any] | None:
     fresh, notes = with_backend(cfg, read, scopes, write=inline)
     ledger = ledger.with_shown([h.knowledge_id for h in fresh])
     ledgers.save(ledger)
-    if cfg.capture_prompts and notes is None:
-        from amcp.agent.hooks.capture_gate import may_capture
-
-        if may_capture(text):  # a plain question: R1 would capture nothing, spawn nothing
-            spawn_capture(inp, cfg)
+    if capture and notes is None:
+        spawn_capture(inp, cfg)
     parts: list[str] = []
     if fresh:
         parts.append(fence("AMCP memories relevant to this prompt:",
