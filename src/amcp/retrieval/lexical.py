@@ -13,7 +13,9 @@ import unicodedata
 from collections.abc import Sequence
 
 _WORD = re.compile(r"[^\W_]+", re.UNICODE)
-_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af]+")
+# Compiled on first use through re's cache, not at import: its big character ranges cost
+# ~1-2 ms to compile, which a prompt hook (a new process, ASCII text mostly) need not pay.
+_CJK = r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af]+"
 
 # Query-side stop words only: indexing keeps everything so phrase-y facts stay findable.
 STOP = frozenset(
@@ -51,7 +53,7 @@ def tokens(text: str, *, drop_stop: bool = False) -> list[str]:
     out: list[str] = []
     for chunk in _WORD.findall(_fold(text)):
         start = 0
-        for m in _CJK.finditer(chunk):
+        for m in () if chunk.isascii() else re.finditer(_CJK, chunk):
             out.extend(_latin(chunk[start : m.start()], drop_stop))
             run = m.group()
             if len(run) == 1:

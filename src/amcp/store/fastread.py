@@ -311,8 +311,12 @@ class FastReader:
                 (match, CONTEXT_WEIGHT, page, offset))]
             if not ids:
                 return out
+            # NOT INDEXED: look the ids up by rowid. Left to itself SQLite walks the
+            # records_ranked index over every active record (lifecycle=?) and tests each
+            # against the IN list: ~8 ms at 10k records instead of ~1.
             rows = self._q(
-                "SELECT r.rowid, r.knowledge_id, r.type, r.weight, r.created_at FROM records r"
+                "SELECT r.rowid, r.knowledge_id, r.type, r.weight, r.created_at"
+                " FROM records r NOT INDEXED"
                 f" WHERE r.rowid IN ({_marks(len(ids))}) AND r.lifecycle='active'{scope_sql}"
                 " AND (r.expires_at IS NULL OR r.expires_at > ?)",
                 [*ids, *scope_params, now])
