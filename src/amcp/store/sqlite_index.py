@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from amcp.amf.types import KnowledgeType
 from amcp.errors import StoreError
+from amcp.store import fts_rank
 from amcp.store.base import RecordFilter, RecordState, StateRow, StoreStats
 from amcp.store.schema import SCHEMA_VERSION
 from amcp.store.sqlfilter import where_clause
@@ -40,6 +41,10 @@ class IndexReads:
 
     # Provided by AccessStats (declared, not defined, so the mixin order cannot hide it).
     _state: Callable[..., RecordState]
+
+    # (largest FTS rowid scanned, fewest tokens in a row up to it): FTS rows are only ever
+    # added with rowids above every existing one, or deleted, so the scan is incremental.
+    _fts_floor: tuple[int, int] = (0, 1 << 30)
 
     # -- states without decoding a body ------------------------------------------------
 
@@ -118,11 +123,19 @@ class IndexReads:
         probe = max(4 * k, 200) if not flt.selective else max(16 * k, 800)
         try:
             with self._lock:
-                ranked = self._db.execute(
-                    "SELECT rowid, bm25(records_fts, 1.0, ?) AS score FROM records_fts "
-                    "WHERE records_fts MATCH ? ORDER BY score, rowid LIMIT ?",
-                    [context_weight, terms, probe],
-                ).fetchall()
+                # A selective filter's deep page (800) is out of the pruning's reach: most
+                # of it comes from rows holding a single term, which it cannot skip.
+                ranked = (
+                    None
+                    if flt.selective
+                    else fts_rank.ranked(
+                        self._db, terms, probe, (1.0, context_weight), self._shortest_fts_row
+                    )
+                )
+                if ranked is None:
+                    ranked = self._db.execute(
+                        fts_rank.PLAIN_SQL, [context_weight, terms, probe]
+                    ).fetchall()
                 passed = set(self.filter_rowids([r for r, _s in ranked], flt))
                 hits = [(r, -s) for r, s in ranked if r in passed][:k]
                 if len(hits) >= k or len(ranked) < probe:
@@ -139,6 +152,16 @@ class IndexReads:
             raise StoreError(f"lexical search failed: {exc}") from exc
         # bm25() is lower-is-better; flip the sign so every scorer is higher-is-better.
         return [(kid, -score) for kid, score in rows]
+
+    def _shortest_fts_row(self, columns: int) -> int:
+        """A lower bound on every FTS row's token count (for ``fts_rank``); call locked."""
+        upto, least = self._fts_floor
+        top = self._db.execute("SELECT MAX(id) FROM records_fts_docsize").fetchone()[0] or 0
+        if top > upto:
+            least = min(least, fts_rank.shortest_row(self._db, upto, columns))
+            if not self._db.in_transaction:  # rows a rollback may take back are not cached
+                self._fts_floor = (top, least)
+        return least
 
     def term_doc_freq(self, terms: Sequence[str]) -> tuple[dict[str, int], int]:
         """Documents containing each term, and (approximately) how many documents there are.
