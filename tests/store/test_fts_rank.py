@@ -158,3 +158,16 @@ def test_store_lexical_search_unchanged_and_floor_follows_writes(tmp_path: Path)
         mem.remember("kafka")  # a shorter row than any before: the cached floor must drop
         assert store.search_lexical(match, flt, 50, context_weight=0.5) == plain(50)
         assert store._fts_floor[1] < before
+
+
+def test_term_counts_follow_writes_through_the_kept_lookup(tmp_path: Path) -> None:
+    with Memory(tmp_path / "m.db", embedder=None) as mem:
+        store = mem.store
+        assert isinstance(store, SQLiteStore)
+        first = mem.remember("kafka needs rate limits")
+        assert store.term_doc_freq(["kafka", "rate"])[0] == {"kafka": 1, "rate": 1}
+        assert store.term_doc_freq(["kafka", "rate"])[0] == {"kafka": 1, "rate": 1}  # kept
+        mem.remember("kafka again, and nginx")
+        assert store.term_doc_freq(["kafka", "nginx"])[0] == {"kafka": 2, "nginx": 1}
+        mem.purge(first.knowledge_id, "gone")
+        assert store.term_doc_freq(["kafka", "rate"])[0] == {"kafka": 1}

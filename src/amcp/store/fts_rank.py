@@ -142,17 +142,30 @@ def shortest_row(db: sqlite3.Connection, after_rowid: int, columns: int) -> int:
     return max(bound, 0)
 
 
+def _vocab(db: sqlite3.Connection) -> Callable[[Sequence[str]], dict[str, tuple[int, int]]]:
+    def lookup(terms: Sequence[str]) -> dict[str, tuple[int, int]]:
+        marks = ",".join("?" * len(terms))
+        rows = db.execute(
+            f"SELECT term, doc, cnt FROM records_fts_vocab WHERE term IN ({marks})", list(terms)
+        ).fetchall()
+        return {t: (int(d), int(c)) for t, d, c in rows}
+
+    return lookup
+
+
 def ranked(
     db: sqlite3.Connection,
     match: str,
     n: int,
     weights: tuple[float, float],
     shortest: Callable[[int], int],
+    vocab: Callable[[Sequence[str]], dict[str, tuple[int, int]]] | None = None,
 ) -> list[tuple[int, float]] | None:
     """The best ``n`` ``(rowid, bm25)`` of ``match`` (bm25 lower-is-better, ties by rowid),
     exactly as ``PLAIN_SQL`` gives them, or None where pruning is not worth it (the caller
     then runs ``PLAIN_SQL``). ``shortest(columns)`` bounds the rows' token counts from below
-    (``shortest_row`` over the table, cached by the caller; 0 is always safe)."""
+    (``shortest_row`` over the table, cached by the caller; 0 is always safe);
+    ``vocab(terms)`` gives each known term's ``(documents, instances)``."""
     terms = or_terms(match)
     if terms is None or not 2 <= len(terms) <= MAX_TERMS or len(set(terms)) != len(terms):
         return None
@@ -167,13 +180,7 @@ def ranked(
     rows, tokens = totals[0], sum(totals[1:])
     if rows < MIN_ROWS:
         return None
-    marks = ",".join("?" * len(terms))
-    stats = {
-        t: (int(d), int(c))
-        for t, d, c in db.execute(
-            f"SELECT term, doc, cnt FROM records_fts_vocab WHERE term IN ({marks})", terms
-        ).fetchall()
-    }
+    stats = (vocab or _vocab(db))(terms)
     if len(stats) != len(terms):  # a term FTS5 would tokenise differently: not ours to bound
         return None
     if sum(d for d, _c in stats.values()) < MIN_MATCHES:

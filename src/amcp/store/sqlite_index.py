@@ -45,6 +45,8 @@ class IndexReads:
     # (largest FTS rowid scanned, fewest tokens in a row up to it): FTS rows are only ever
     # added with rowids above every existing one, or deleted, so the scan is incremental.
     _fts_floor: tuple[int, int] = (0, 1 << 30)
+    # The last term statistics looked up, and the index state they were taken at.
+    _vocab_kept: tuple[object, dict[str, tuple[int, int]]] = (None, {})
 
     # -- states without decoding a body ------------------------------------------------
 
@@ -170,13 +172,39 @@ class IndexReads:
         """
         if not terms:
             return {}, 0
-        marks = _marks(len(terms))
         with self._lock:
-            rows = self._db.execute(
-                f"SELECT term, doc FROM records_fts_vocab WHERE term IN ({marks})", list(terms)
-            ).fetchall()
+            stats = self._term_stats(terms, remember=True)
             total = self._db.execute("SELECT MAX(rowid) FROM records_fts").fetchone()[0]
-        return {t: int(d) for t, d in rows}, int(total or 0)
+        return {t: d for t, (d, _c) in stats.items()}, int(total or 0)
+
+    def _term_stats(
+        self, terms: Sequence[str], *, remember: bool = False
+    ) -> dict[str, tuple[int, int]]:
+        """``(documents, instances)`` of each known term; call locked. FTS5 counts them by
+        walking each term's doclist (a millisecond for a common term at 100k), and a recall
+        asks twice (``term_doc_freq``, then ``fts_rank``): the last answer is kept while
+        the index is unchanged — its row totals and largest rowid say so, and both move
+        with every committed insert or delete (in a transaction nothing is kept)."""
+        stamp = None
+        if not self._db.in_transaction:
+            stamp = (
+                self._db.execute("SELECT block FROM records_fts_data WHERE id = 1").fetchone(),
+                self._db.execute("SELECT MAX(id) FROM records_fts_docsize").fetchone(),
+            )
+            kept_stamp, kept = self._vocab_kept
+            if stamp == kept_stamp and all(t in kept for t in terms):
+                return {t: kept[t] for t in terms if kept[t][0]}
+        marks = _marks(len(terms))
+        found = {
+            t: (int(d), int(c))
+            for t, d, c in self._db.execute(
+                f"SELECT term, doc, cnt FROM records_fts_vocab WHERE term IN ({marks})",
+                list(terms),
+            ).fetchall()
+        }
+        if remember and stamp is not None:  # absent terms kept as (0, 0): known absent
+            self._vocab_kept = (stamp, {t: found.get(t, (0, 0)) for t in terms})
+        return found
 
     def own_terms(self, knowledge_ids: Sequence[str]) -> dict[str, str]:
         if not knowledge_ids:
