@@ -182,6 +182,18 @@ class VectorIndex:
             row = self._pos.get(int(id_))
             return None if row is None else self._mat[row].copy()
 
+    def vectors(self, ids: Any) -> tuple[I64, F32]:
+        """``(kept, rows)``: the rows of those ``ids`` in the index (others are left out), in
+        the order given, copied under one lock acquisition — not one call per id."""
+        id_arr = _as_ids(ids)
+        with self._lock:
+            pos = self._pos
+            found = [(i, pos[i]) for i in id_arr.tolist() if i in pos]
+            at = np.fromiter((p for _, p in found), dtype=np.int64, count=len(found))
+            mat: F32 = self._mat[at]  # fancy indexing copies
+        kept = np.fromiter((i for i, _ in found), dtype=np.int64, count=len(found))
+        return kept, mat
+
     @property
     def ann_ready(self) -> bool:
         return self._ann is not None
