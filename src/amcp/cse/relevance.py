@@ -156,7 +156,7 @@ def _sq8_top(faiss: Any, sq: Any, q: F32, rows: I64, depth: int) -> I64:
         scores = np.take(codes, rows, axis=0).astype(np.float64) @ np.rint(
             q.astype(np.float64) * float(1 << 20))
     else:
-        scores = np.take(codes, rows, axis=0).astype(np.float32) @ qi
+        scores = _dots(np.take(codes, rows, axis=0).astype(np.float32), qi)
     cut = np.partition(scores, len(scores) - depth)[len(scores) - depth]
     out: I64 = np.flatnonzero(scores > cut)
     return out
@@ -207,11 +207,36 @@ def _rotation(dim: int) -> tuple[F32, np.float32]:
     return rot, scale
 
 
+@cache
+def _rotation_t(dim: int) -> F32:
+    out: F32 = np.ascontiguousarray(_rotation(dim)[0].T)
+    return out
+
+
+def _dots(rows: F32, x: F32) -> F32:
+    """``rows @ x`` on this thread. A pack's products are small; OpenBLAS would split them
+    over both cores and leave its threads spinning, which on a loaded node costs more CPU
+    than the products (and shows up in every later step of the pack)."""
+    faiss = _faiss()
+    rows = np.ascontiguousarray(rows, dtype=np.float32)
+    x = np.ascontiguousarray(x, dtype=np.float32)
+    if faiss is None:  # pragma: no cover - faiss is a dependency
+        out: F32 = rows @ x
+        return out
+    ip = np.empty(rows.shape[0], dtype=np.float32)
+    faiss.fvec_inner_products_ny(faiss.swig_ptr(ip), faiss.swig_ptr(x), faiss.swig_ptr(rows),
+                                 rows.shape[1], rows.shape[0])
+    return ip
+
+
 def signature(unit: F32) -> U8:
     """Binary signatures of unit rows: the signs of their rotation (a bit is 1 where > 0),
     ``m / 8`` bytes a row. Exact integer arithmetic, so a row's bits depend on it alone."""
     unit = np.asarray(unit, dtype=np.float32)
     rot, scale = _rotation(unit.shape[1])
+    if unit.shape[0] == 1:  # a query: no BLAS call (see ``_dots``)
+        ints = np.rint(np.clip(unit[0], -1.0, 1.0) * scale).astype(np.float32)
+        return np.packbits(_dots(_rotation_t(unit.shape[1]), ints) > 0).reshape(1, -1)
     out = np.empty((unit.shape[0], rot.shape[1] // 8), dtype=np.uint8)
     for s in range(0, unit.shape[0], _BUILD_CHUNK):
         ints = np.rint(np.clip(unit[s:s + _BUILD_CHUNK], -1.0, 1.0) * scale)
@@ -351,9 +376,9 @@ def _rerank(
     kept, mat = _rows(index, rows)
     if not len(kept):
         return []
-    # float64: products of float32 values are exact, so the score is the cosine to ~1e-16,
-    # whatever order a BLAS sums in.
-    scores = mat.astype(np.float64) @ q.astype(np.float64)
+    # float64: products of float32 values are exact, so the score is the cosine to ~1e-16.
+    # einsum, not a BLAS call: see ``_dots``.
+    scores = np.einsum("ij,j->i", mat.astype(np.float64), q.astype(np.float64))
     order = np.lexsort((kept, -scores))
     kept, scores = kept[order], scores[order]
     # Names and packability only for a prefix: best first, ``k`` at a time beyond ``2k``,
