@@ -185,10 +185,17 @@ class _Zones:
     def place(self, c: _Cand, zone: Zone, *, form: str = "full") -> bool:
         if c.kid in self.placed:
             return False
-        line = c.pointer()
-        cost = c.entry.tokens if form == "full" else token_cost(len(line.encode()))
-        if cost > self.room(zone):
-            return False
+        # The pointer line (every item carries one) is made only once the item fits: most
+        # tries of a full AMF fail, and a line costs ~20 µs.
+        if form == "full":
+            if c.entry.tokens > self.room(zone):
+                return False
+            cost, line = c.entry.tokens, c.pointer()
+        else:
+            line = c.pointer()
+            cost = token_cost(len(line.encode()))
+            if cost > self.room(zone):
+                return False
         self.used[zone] = self.used.get(zone, 0) + cost
         self.placed.add(c.kid)
         self.items.append(PackItem(
