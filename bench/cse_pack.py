@@ -18,11 +18,8 @@ Timing (``Memory.context`` wall time, and CPU time of this process):
   The written records are purged at the end, so the store's content is as before.
 
 Pre-scan recall (``prescan_*``): for 200 tasks, the exact top-48 by cosine over every indexed
-vector (float64, ties by row id) against the candidates of the whole first stage
-(``amcp.cse.relevance._prescan``: binary shortlist, then SQ8, on large stores); a record of
-the exact top-48 outside the candidates is a miss. ``shortlist_*`` counts the same for the
-binary-signature shortlist alone (``SHORTLIST`` rows by Hamming distance), when the store is
-large enough to use one.
+vector (float64, ties by row id) against the candidates of the quantised pre-scan
+(``amcp.cse.relevance``); a record of the exact top-48 outside the candidates is a miss.
 
 Determinism: one request built 100 times in this process and once in each of 2 fresh
 processes must give one digest. The load average is recorded before and after.
@@ -106,11 +103,6 @@ def prescan_misses(mem: Memory, tasks: int = 200) -> dict[str, object]:
              for ids, mat in mem.store.iter_vectors()]
     ids = np.concatenate([p[0] for p in parts])
     mat = np.concatenate([p[1] for p in parts]).astype(np.float64)
-    from amcp.cse import relevance
-
-    copy = relevance.quantised(mem.store, index)
-    short = len(copy.rowids) >= relevance.SIGNATURE_FROM
-    short_missed, short_sizes = 0, []
     rng = random.Random(2026)
     missed = tasks_missing = 0
     sizes = []
@@ -124,19 +116,9 @@ def prescan_misses(mem: Memory, tasks: int = 200) -> dict[str, object]:
         lost = len(set(exact.tolist()) - set(cands.tolist()))
         missed += lost
         tasks_missing += lost > 0
-        if short:
-            near = copy.rowids[relevance.shortlist(
-                copy.bits, relevance.signature(q.reshape(1, -1))[0], relevance.SHORTLIST)]
-            short_sizes.append(len(near))
-            short_missed += len(set(exact.tolist()) - set(near.tolist()))
-    out: dict[str, object] = {
-        "prescan_tasks": tasks, "prescan_candidates_p50": median(sizes),
-        "prescan_tasks_with_a_miss": tasks_missing,
-        "prescan_missed_records": missed, "prescan_exact_records": tasks * HITS}
-    if short:
-        out |= {"shortlist_size_p50": median(short_sizes),
-                "shortlist_missed_records": short_missed}
-    return out
+    return {"prescan_tasks": tasks, "prescan_candidates_p50": median(sizes),
+            "prescan_tasks_with_a_miss": tasks_missing,
+            "prescan_missed_records": missed, "prescan_exact_records": tasks * HITS}
 
 
 def _timed(mem: Memory, task: str, now: float) -> tuple[float, float]:

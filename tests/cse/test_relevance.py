@@ -58,11 +58,8 @@ def _exact(mem: Memory, q: np.ndarray, k: int, flt: RecordFilter) -> list[tuple[
 
 
 def _codes(copy: rel._Copy) -> dict[int, bytes]:
-    """Row id → its SQ8 code and its binary signature."""
     codes = faiss.vector_to_array(copy.sq.codes).reshape(copy.sq.ntotal, copy.sq.code_size)
-    assert len(copy.bits) == len(copy.rowids) == len(codes)
-    return {int(r): codes[i].tobytes() + copy.bits[i].tobytes()
-            for i, r in enumerate(copy.rowids.tolist())}
+    return {int(r): codes[i].tobytes() for i, r in enumerate(copy.rowids.tolist())}
 
 
 @pytest.mark.parametrize("candidates", [16, 24, rel.CANDIDATES])
@@ -194,27 +191,7 @@ def test_member_matches_isin() -> None:
     assert rel._member(sparse, np.array([10**12, 3], np.int64)).tolist() == [True, False]
 
 
-# -- binary shortlist (large stores) -------------------------------------------------------
-
-
-@pytest.fixture
-def shortlist_small(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """Force the binary shortlist (then SQ8 over it) on a test-sized store; returns the
-    sizes of the shortlists taken, so a test can check the path ran."""
-    monkeypatch.setattr(rel, "MIN_QUANTISED", 0)
-    monkeypatch.setattr(rel, "SIGNATURE_FROM", 0)
-    # 5x the SQ8 depth below (16; 4,096 is ~10x 384 on the bench), a third of the store
-    monkeypatch.setattr(rel, "SHORTLIST", 80)
-    taken: list[int] = []
-    real = rel.shortlist
-
-    def spy(bits: np.ndarray, query_bits: np.ndarray, size: int) -> np.ndarray:
-        out = real(bits, query_bits, size)
-        taken.append(int(out.sum()))
-        return out
-
-    monkeypatch.setattr(rel, "shortlist", spy)
-    return taken
+# -- the pre-scan only bounds the work ----------------------------------------------------
 
 
 @pytest.fixture
@@ -228,21 +205,10 @@ QUERIES = (TASK, "cache index budget", "python sqlite network socket", "deploy s
            "order price risk agent")
 
 
-def test_shortlist_then_sq8_equals_the_exact_top_k(big: Memory, shortlist_small: list[int]) -> None:
-    flt = RecordFilter(now=NOW)
-    for text in QUERIES:
-        q = _query(big, text)
-        got = rel.top_relevant(big, q, flt, 5, candidates=16)
-        assert got == _exact(big, q, 5, flt)
-    assert len(shortlist_small) == len(QUERIES)
-    assert all(80 <= n < 200 for n in shortlist_small)  # a real shortlist, not every row
-
-
-def test_pack_digest_same_through_shortlist_sq8_and_exact(
+def test_pack_digest_same_through_sq8_and_exact(
     big: Memory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The first stage only bounds the work: the pack is the exact pipeline's, whichever
-    path found its candidates."""
+    """The pack is the exact pipeline's, whichever path found its candidates."""
     import functools
 
     from amcp.cse import pack as pack_mod
@@ -253,64 +219,26 @@ def test_pack_digest_same_through_shortlist_sq8_and_exact(
 
     exact = digests()  # 240 rows < MIN_QUANTISED: every row is reranked exactly
     monkeypatch.setattr(rel, "MIN_QUANTISED", 0)
-    sq8 = digests()
-    # The pack's 48 hits through SQ8 depth 96 over a shortlist of 2 x 96 of the 240 rows
-    # (the spy checks that path ran).
-    monkeypatch.setattr(rel, "SIGNATURE_FROM", 0)
-    monkeypatch.setattr(rel, "SHORTLIST", 100)
+    # SQ8 depth 96 for the pack's 48 hits, so the pre-scan really cuts the 240 rows
     monkeypatch.setattr(pack_mod, "top_relevant",
                         functools.partial(rel.top_relevant, candidates=96))
-    taken: list[int] = []
-    real = rel.shortlist
-    monkeypatch.setattr(rel, "shortlist", lambda *a: taken.append(1) or real(*a))
-    short = digests()
-    assert len(taken) == len(QUERIES)
-    assert short == sq8 == exact
-    assert digests() == short  # and again, from a rebuilt copy
+    assert cache_for(big.store).quantised is None
+    sq8 = digests()
+    assert cache_for(big.store).quantised is not None  # the SQ8 path ran
+    assert sq8 == exact
 
 
-def test_signature_depends_on_the_row_alone() -> None:
-    rng = np.random.default_rng(7)
-    rows = rng.standard_normal((300, 384)).astype(np.float32)
-    rows /= np.linalg.norm(rows, axis=1, keepdims=True)
-    rows[0] = 0.0
-    rows[1, :] = 0.0
-    rows[1, 5] = 1.0
-    together = rel.signature(rows)
-    assert together.shape == (300, 64) and together.dtype == np.uint8  # 512 bits for 384
-    alone = np.concatenate([rel.signature(rows[i:i + 1]) for i in range(len(rows))])
-    assert np.array_equal(together, alone)
-    assert not together[0].any()  # a zero row has no positive projection
-    # Angles survive: a row is nearer its own slightly moved copy than a random other row.
-    moved = rows[2:] + 0.05 * rng.standard_normal(rows[2:].shape).astype(np.float32)
-    moved /= np.linalg.norm(moved, axis=1, keepdims=True)
-    near = np.bitwise_count(rel.signature(moved) ^ together[2:]).sum(axis=1)
-    far = np.bitwise_count(np.roll(together[2:], 1, axis=0) ^ together[2:]).sum(axis=1)
-    assert (near < far).mean() > 0.95
-
-
-@pytest.mark.parametrize("dim", [16, 100, 384, 768])
-def test_signature_widths(dim: int) -> None:
-    bits = rel.signature(np.ones((2, dim), np.float32) / np.sqrt(dim))
-    assert bits.shape == (2, max(64, 1 << (dim - 1).bit_length()) // 8)
-
-
-def test_shortlist_keeps_every_row_tied_at_the_cut() -> None:
-    bits = np.zeros((10, 8), np.uint8)
-    bits[:, 0] = [0b0, 0b1, 0b1, 0b1, 0b11, 0b11, 0b111, 0b1111, 0b11111, 0b111111]
-    q = np.zeros(8, np.uint8)
-    # distances 0,1,1,1,2,2,3,4,5,6: two rows asked, the cut at distance 1 takes all three
-    assert np.flatnonzero(rel.shortlist(bits, q, 2)).tolist() == [0, 1, 2, 3]
-    assert np.flatnonzero(rel.shortlist(bits, q, 5)).tolist() == [0, 1, 2, 3, 4, 5]
-    assert rel.shortlist(bits, q, 10).all() and rel.shortlist(bits, q, 99).all()
-    # row order does not change the set
-    perm = np.random.default_rng(3).permutation(10)
-    assert set(perm[rel.shortlist(bits[perm], q, 2)].tolist()) == {0, 1, 2, 3}
-
-
-def test_shortlist_refuses_a_query_of_the_wrong_width() -> None:
-    bits = np.zeros((100, 8), np.uint8)
-    with pytest.raises(ValueError, match="8 bytes"):
-        rel.shortlist(bits, np.zeros(4, np.uint8), 10)
-    with pytest.raises(ValueError):
-        rel.shortlist(bits, np.zeros((1, 8), np.uint8), 10)
+def test_unpackable_rows_are_named_only_if_live(mem: Memory) -> None:
+    """``_named_packable`` by row id equals the knowledge-id path it replaced."""
+    index = mem.searcher._ensure_index()
+    assert index is not None
+    rows = index.ids().tolist()
+    victim = mem.list_records()[2].knowledge_id
+    mem.invalidate(victim, "wrong")
+    for flt in (RecordFilter(now=NOW), RecordFilter(scopes=("project:x",), now=NOW),
+                RecordFilter(scopes=("project:none",), now=NOW), RecordFilter()):
+        names, ok = rel._named_packable(mem.store, rows, flt)
+        all_names = mem.store.ids_for_rowids(rows)
+        assert ok == rel._packable(mem.store, list(all_names.values()), flt)
+        assert all(all_names[r] == k for r, k in names.items())
+        assert victim not in ok

@@ -5,24 +5,15 @@ exact but reads ``n × dim × 4`` bytes per pack (150 MB at 100k × 384): memory
 the slowest step of a pack. The retrieval index's HNSW graph is faster but approximate and
 depends on build order and readiness, which a pack's digest may not (PROFILE §7).
 
-So two steps (three on large stores):
+So two steps:
 
-0. on a store of ``SIGNATURE_FROM`` rows or more, **shortlist** by a binary signature first:
-   each row keeps ``m`` sign bits (``m`` the power of two at or above the dimension, 512
-   for 384) of a fixed random rotation (random signs, then a Hadamard matrix) of its
-   vector, and the rows whose Hamming distance to the query's signature is at most the
-   smallest distance ``h`` that admits ``SHORTLIST`` rows are kept — every row at distance
-   ``h`` included, so the set is fixed by the distances alone. The rotation is applied to
-   the vector scaled to integers, so every partial sum is an exact float32 integer: a
-   signature is bitwise the same whatever the batch, BLAS kernel or machine;
 1. **pre-scan** a scalar-quantised copy of the vectors (faiss SQ8, one byte a component, a
    quarter of the bytes, SIMD) for the ``CANDIDATES`` best approximate scores. The range is
    FIXED at [-1, 1] (vectors are unit length), not trained on the data, so a vector's code
    depends on that vector alone: a copy caught up after writes holds the same codes as one
    rebuilt from scratch. The candidates are every row whose approximate score is *strictly*
    above the ``CANDIDATES``-th best score — a set fixed by the scores alone, never by row
-   order or by how ties at the cut were broken. With a shortlist, only its rows are
-   scanned (a faiss bitmap selector);
+   order or by how ties at the cut were broken;
 2. **rerank** the candidates exactly (float64 dot products of the index's float32 rows),
    drop what is not packable (another scope, not active, expired), and order by score,
    ties by knowledge id.
@@ -30,8 +21,6 @@ So two steps (three on large stores):
 Quantisation moves a score by about ``2/255/sqrt(12) ≈ 0.002`` (|q| = 1), far less than the
 gap between the ``k``-th and the ``CANDIDATES``-th best on real stores, so the pre-scan keeps
 every record of the exact top-``k`` (``bench/cse_pack.py`` measures how often it does not).
-The signature's Hamming distance estimates the angle far more coarsely, so its shortlist
-is ~10x deeper than the SQ8 candidates (``SHORTLIST``); the bench measures its misses too.
 
 The copy mirrors ``HybridSearcher``'s vector index (the rows an exact scan would read) and
 is kept per store, like the CSE ranking cache: when the store's change mark moves, the rows
@@ -41,12 +30,10 @@ re-encoded; when the log cannot say what changed, or the index was replaced, it 
 
 from __future__ import annotations
 
-import hashlib
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from functools import cache
 from typing import TYPE_CHECKING, Any
 from weakref import ref
 
@@ -63,28 +50,20 @@ if TYPE_CHECKING:
 
 CANDIDATES = 384  # pre-scan depth: 8 × the pack's 48 hits; ~1 ms more rerank than 48
 MIN_QUANTISED = 4_096  # below this, every row is a candidate (the exact rerank is cheaper)
-# Binary shortlist depth: on the 100k bench store the exact top 48 was inside the nearest
-# 3,000 signatures for 200 of 200 tasks; 4,096 leaves a margin, and SQ8 over 4k rows
-# costs ~0.5 ms against ~8 ms for all 100k.
-SHORTLIST = 4_096
-SIGNATURE_FROM = 4 * SHORTLIST  # below this, SQ8 scans every row (the shortlist saves little)
 _BUILD_CHUNK = 8_192  # rows encoded at a time while building (bounds the float copy)
 
 F32 = npt.NDArray[np.float32]
 I64 = npt.NDArray[np.int64]
-U8 = npt.NDArray[np.uint8]
 
 
 @dataclass(slots=True)
 class _Copy:
-    """SQ8 codes of the index's rows, in a faiss index, and their binary signatures;
-    ``rowids[i]`` is the id of row ``i`` of both."""
+    """SQ8 codes of the index's rows, in a faiss index; ``rowids[i]`` is row ``i``'s id."""
 
     index: ref[Any]  # the VectorIndex mirrored (weakly: a replaced index is rebuilt)
     mark: Any
     sq: Any  # faiss.IndexScalarQuantizer
     rowids: I64
-    bits: U8  # signature(row i) in row i
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
@@ -114,134 +93,20 @@ def top_relevant(
 
 def _prescan(store: Store, index: VectorIndex, q: F32, depth: int) -> I64:
     """Candidate row ids: all rows when few, else those strictly above the ``depth``-th
-    best approximate score (a set that does not depend on row order) — among the binary
-    shortlist's rows when the store is large."""
+    best approximate score (a set that does not depend on row order)."""
     if len(index) <= max(depth, MIN_QUANTISED):
         return index.ids()
     faiss = _faiss()
     if faiss is None:  # no faiss: the index has no graph either, so its search is exact
         return np.asarray([r for r, _ in index.search(q, depth)], dtype=np.int64)
     copy = quantised(store, index)
-    with copy.lock:
-        size = max(SHORTLIST, 2 * depth)
-        if len(copy.rowids) >= SIGNATURE_FROM and len(copy.rowids) > size:
-            near = np.flatnonzero(shortlist(copy.bits, signature(q.reshape(1, -1))[0], size))
-            return copy.rowids[near[_sq8_top(faiss, copy.sq, q, near, depth)]]
-        with _one_thread(faiss):
-            dist, pos = copy.sq.search(q.reshape(1, -1), depth)
+    with copy.lock, _one_thread(faiss):
+        dist, pos = copy.sq.search(q.reshape(1, -1), depth)
         dist, pos = np.asarray(dist[0]), np.asarray(pos[0], dtype=np.int64)
         full = len(pos) == depth and pos[-1] >= 0  # else fewer rows than asked: all of them
         keep = pos[dist > dist[-1]] if full else pos[pos >= 0]
         out: I64 = copy.rowids[keep].copy()
         return out
-
-
-def _sq8_top(faiss: Any, sq: Any, q: F32, rows: I64, depth: int) -> I64:
-    """Positions in ``rows`` (SQ8 rows of ``sq``) scoring strictly above the ``depth``-th
-    best, reading the codes in place.
-
-    A code ``c`` decodes to ``-1 + (c + 0.5) * 2 / 255`` (the fixed range), so the
-    approximate score is an increasing affine function of ``c · q``. ``q`` is rounded to
-    multiples of ``1/steps`` with ``255 × dim × steps <= 2**24`` (128 steps at 384
-    dimensions: a score error of ~0.002 for a unit row, as much as SQ8's own), so every
-    product and partial sum is an integer a float32 holds and the scores are exact in any
-    summation order. Wider vectors, where that would be coarse, use float64 and 2**20."""
-    if len(rows) <= depth:
-        return np.arange(len(rows))
-    codes = faiss.rev_swig_ptr(sq.codes.data(), sq.ntotal * sq.code_size)
-    codes = codes.reshape(sq.ntotal, sq.code_size)
-    steps = float(1 << max(0, 24 - (255 * q.shape[0]).bit_length()))  # 128 for dim 384
-    qi = np.rint(q * np.float32(steps)).astype(np.float32)
-    if steps < 64.0:
-        scores = np.take(codes, rows, axis=0).astype(np.float64) @ np.rint(
-            q.astype(np.float64) * float(1 << 20))
-    else:
-        scores = _dots(np.take(codes, rows, axis=0).astype(np.float32), qi)
-    cut = np.partition(scores, len(scores) - depth)[len(scores) - depth]
-    out: I64 = np.flatnonzero(scores > cut)
-    return out
-
-
-def shortlist(bits: U8, query_bits: U8, size: int) -> npt.NDArray[np.bool_]:
-    """Rows whose signature is within Hamming distance ``h`` of ``query_bits``, ``h`` the
-    least distance that admits ``size`` rows (all of them when fewer): every row at ``h``
-    is in, so the set depends on the distances alone, never on row order."""
-    n, width = bits.shape
-    if np.shape(query_bits) != (width,):
-        raise ValueError(f"query signature must be {width} bytes, got {np.shape(query_bits)}")
-    if n <= size:
-        return np.ones(n, dtype=bool)
-    faiss = _faiss()
-    bits = np.ascontiguousarray(bits)
-    qb = np.ascontiguousarray(query_bits, dtype=np.uint8)
-    if faiss is not None:  # popcount over 64-byte codes: ~1 ms for 100k rows
-        dist = np.empty(n, dtype=np.int32)
-        faiss.hammings(faiss.swig_ptr(qb), faiss.swig_ptr(bits), 1, n, width,
-                       faiss.swig_ptr(dist))
-    else:  # pragma: no cover - faiss is a dependency
-        dist = np.bitwise_count(bits ^ qb).sum(axis=1, dtype=np.int32)
-    within = np.cumsum(np.bincount(dist, minlength=width * 8 + 1))
-    h = int(np.searchsorted(within, size))  # first distance admitting ``size`` rows
-    out: npt.NDArray[np.bool_] = dist <= h
-    return out
-
-
-@cache
-def _rotation(dim: int) -> tuple[F32, np.float32]:
-    """The signature's fixed ``dim × m`` rotation (rows of a ±1 Hadamard matrix with
-    random signs, from sha256 — no RNG whose stream could change) and the integer scale.
-
-    With inputs rounded to integers of magnitude at most ``scale`` and ``dim × scale <=
-    2**24``, every partial sum of ``v @ rotation`` is an integer a float32 holds exactly, so
-    the product is exact in any summation order."""
-    m = 1 << max(6, (dim - 1).bit_length())  # power of two >= dim; 512 for 384
-    had = np.ones((1, 1), dtype=np.float32)
-    while had.shape[0] < m:
-        had = np.block([[had, had], [had, -had]])
-    need = (dim + 7) // 8
-    seed = b"".join(hashlib.sha256(b"amcp.cse.signature/%d" % i).digest()
-                    for i in range((need + 31) // 32))
-    flip = 1.0 - 2.0 * np.unpackbits(np.frombuffer(seed, np.uint8))[:dim].astype(np.float32)
-    rot: F32 = np.ascontiguousarray(had[:dim] * flip[:, None])
-    scale = np.float32(2.0 ** (24 - (m - 1).bit_length()))  # dim <= m, so dim*scale <= 2**24
-    return rot, scale
-
-
-@cache
-def _rotation_t(dim: int) -> F32:
-    out: F32 = np.ascontiguousarray(_rotation(dim)[0].T)
-    return out
-
-
-def _dots(rows: F32, x: F32) -> F32:
-    """``rows @ x`` on this thread. A pack's products are small; OpenBLAS would split them
-    over both cores and leave its threads spinning, which on a loaded node costs more CPU
-    than the products (and shows up in every later step of the pack)."""
-    faiss = _faiss()
-    rows = np.ascontiguousarray(rows, dtype=np.float32)
-    x = np.ascontiguousarray(x, dtype=np.float32)
-    if faiss is None:  # pragma: no cover - faiss is a dependency
-        out: F32 = rows @ x
-        return out
-    ip = np.empty(rows.shape[0], dtype=np.float32)
-    faiss.fvec_inner_products_ny(faiss.swig_ptr(ip), faiss.swig_ptr(x), faiss.swig_ptr(rows),
-                                 rows.shape[1], rows.shape[0])
-    return ip
-
-
-def signature(unit: F32) -> U8:
-    """Binary signatures of unit rows: the signs of their rotation (a bit is 1 where > 0),
-    ``m / 8`` bytes a row. Exact integer arithmetic, so a row's bits depend on it alone."""
-    unit = np.asarray(unit, dtype=np.float32)
-    rot, scale = _rotation(unit.shape[1])
-    if unit.shape[0] == 1:  # a query: no BLAS call (see ``_dots``)
-        ints = np.rint(np.clip(unit[0], -1.0, 1.0) * scale).astype(np.float32)
-        return np.packbits(_dots(_rotation_t(unit.shape[1]), ints) > 0).reshape(1, -1)
-    out = np.empty((unit.shape[0], rot.shape[1] // 8), dtype=np.uint8)
-    for s in range(0, unit.shape[0], _BUILD_CHUNK):
-        ints = np.rint(np.clip(unit[s:s + _BUILD_CHUNK], -1.0, 1.0) * scale)
-        out[s:s + _BUILD_CHUNK] = np.packbits((ints @ rot) > 0, axis=1)
-    return out
 
 
 def quantised(store: Store, index: VectorIndex) -> _Copy:
@@ -292,13 +157,11 @@ def _build(store: Store, index: VectorIndex, mark: Any) -> _Copy:
     index call per row would contend with a background HNSW build for the index's lock."""
     sq = _new_sq(index.dim)
     members = np.sort(index.ids())
-    parts, sigs = [], [signature(np.zeros((0, index.dim), np.float32))]
+    parts = []
     for ids, mat in store.iter_vectors():
         keep = np.isin(ids, members, assume_unique=True)
         if keep.any() and mat.shape[1] == index.dim:
-            unit = np.ascontiguousarray(_unit(mat[keep].astype(np.float32, copy=False)))
-            sq.add(unit)
-            sigs.append(signature(unit))
+            sq.add(np.ascontiguousarray(_unit(mat[keep].astype(np.float32, copy=False))))
             parts.append(ids[keep].astype(np.int64, copy=False))
     rowids = np.concatenate(parts) if parts else np.zeros(0, np.int64)
     missing = np.setdiff1d(members, rowids, assume_unique=True)
@@ -306,9 +169,8 @@ def _build(store: Store, index: VectorIndex, mark: Any) -> _Copy:
         kept, mat = _rows(index, missing)
         if len(kept):
             sq.add(mat)
-            sigs.append(signature(mat))
             rowids = np.concatenate([rowids, kept])
-    return _Copy(ref(index), mark, sq, rowids, np.concatenate(sigs))
+    return _Copy(ref(index), mark, sq, rowids)
 
 
 def _catch_up(store: Store, index: VectorIndex, copy: _Copy, mark: Any) -> bool:
@@ -326,7 +188,7 @@ def _catch_up(store: Store, index: VectorIndex, copy: _Copy, mark: Any) -> bool:
     if len(seqs) != new_seq - old_seq:  # a change not after the old HLC: start over
         return False
     now_ids = index.ids()
-    have, bits = copy.rowids, copy.bits
+    have = copy.rowids
     in_now, in_have = _member(now_ids, have), _member(have, now_ids)
     gone, new = have[~in_now], now_ids[~in_have]
     touched = {store.rowid_of(c.knowledge_id) for c in changes if c.seq > old_seq}
@@ -340,15 +202,13 @@ def _catch_up(store: Store, index: VectorIndex, copy: _Copy, mark: Any) -> bool:
         # remove_ids compacts the codes in order; mirror it on the row ids.
         copy.sq.remove_ids(faiss.IDSelectorBatch(len(pos), faiss.swig_ptr(pos)))
         have = np.delete(have, pos)
-        bits = np.delete(bits, pos, axis=0)
     kept, mat = _rows(index, np.concatenate([new, same]))
     if len(kept):
         copy.sq.add(mat)
         have = np.concatenate([have, kept])
-        bits = np.concatenate([bits, signature(mat)])
-    if copy.sq.ntotal != len(have) or len(bits) != len(have):
+    if copy.sq.ntotal != len(have):
         return False
-    copy.rowids, copy.bits, copy.mark = have, bits, mark
+    copy.rowids, copy.mark = have, mark
     return len(have) == len(index)
 
 
@@ -377,7 +237,9 @@ def _rerank(
     if not len(kept):
         return []
     # float64: products of float32 values are exact, so the score is the cosine to ~1e-16.
-    # einsum, not a BLAS call: see ``_dots``.
+    # einsum, not a BLAS call: OpenBLAS would split this small product over both cores and
+    # leave its threads spinning, which on a loaded node costs more CPU than the product
+    # (and shows up in every later step of the pack).
     scores = np.einsum("ij,j->i", mat.astype(np.float64), q.astype(np.float64))
     order = np.lexsort((kept, -scores))
     kept, scores = kept[order], scores[order]
@@ -459,4 +321,4 @@ def _faiss() -> Any:
     return faiss
 
 
-__all__ = ["CANDIDATES", "SHORTLIST", "quantised", "shortlist", "signature", "top_relevant"]
+__all__ = ["CANDIDATES", "quantised", "top_relevant"]
