@@ -295,6 +295,23 @@ def test_minilm_batch_order_independent(minilm: Any) -> None:
 
 
 @pytest.mark.model
+def test_minilm_bulk_workers_match_the_query_path(minilm: Any) -> None:
+    """Several batches run on the single-threaded bulk session, one worker per core; one
+    text runs on the multi-threaded query session. The store records one model id for
+    both, so they must give the same vectors (cosine >= 0.9999 per vector)."""
+    from amcp.retrieval.minilm import MiniLMEmbedder
+
+    texts = [t for t in _TEXTS if t]
+    texts += [f"memory {i}: the release train leaves at {i}" for i in range(40)]
+    bulk = MiniLMEmbedder(precision="fp32", batch_size=4).embed(texts)  # 12 batches
+    one_by_one = np.stack([minilm.embed_query(t) for t in texts])
+    cos = (bulk * one_by_one).sum(axis=1)
+    assert cos.min() >= 0.9999, cos
+    serial = MiniLMEmbedder(precision="fp32", batch_size=4, threads=1).embed(texts)
+    assert ((bulk * serial).sum(axis=1) >= 0.9999).all()
+
+
+@pytest.mark.model
 @pytest.mark.slow  # loads the model a second time (torch)
 def test_minilm_backends_agree(minilm: Any) -> None:
     pytest.importorskip("torch")
