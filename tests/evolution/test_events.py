@@ -73,6 +73,8 @@ def test_upgrade_from_schema_2_backfills_the_event_index(tmp_path: Path) -> None
     db.execute("DROP TABLE records_fts_vocab")  # migration 4 came later too
     db.execute("DROP INDEX records_ranked")  # and migration 5
     db.execute("DROP INDEX records_ranked_kind")
+    db.execute("DROP TABLE scope_terms")  # and migration 6
+    db.execute("DROP TABLE scope_sizes")
     db.execute("PRAGMA user_version=2")
     db.close()
     m = Memory(tmp_path / "m.db", embedder="hashing")

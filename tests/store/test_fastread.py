@@ -48,8 +48,10 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_tuning_constants_are_search_defaults() -> None:
     t = SearchTuning()
     assert (
-        t.candidates, t.rrf_k, t.lexical_weight, t.max_term_share, t.context_weight) == (fastread.CANDIDATES, fastread.RRF_K, fastread.LEXICAL_WEIGHT,
-            fastread.MAX_TERM_SHARE, fastread.CONTEXT_WEIGHT)
+        t.candidates, t.rrf_k, t.lexical_weight, t.max_term_share, t.context_weight,
+        t.coverage_weight, t.scope_depth) == (fastread.CANDIDATES, fastread.RRF_K,
+            fastread.LEXICAL_WEIGHT, fastread.MAX_TERM_SHARE, fastread.CONTEXT_WEIGHT,
+            fastread.COVERAGE_WEIGHT, fastread.SCOPE_DEPTH)
 
 
 @pytest.mark.parametrize("query", QUERIES)

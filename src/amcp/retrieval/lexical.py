@@ -8,9 +8,10 @@ the unigram for single characters) — the standard trick for CJK without a dict
 
 from __future__ import annotations
 
+import math
 import re
 import unicodedata
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 _WORD = re.compile(r"[^\W_]+", re.UNICODE)
 # Compiled on first use through re's cache, not at import: its big character ranges cost
@@ -123,3 +124,54 @@ def common_terms(terms: Sequence[str], doc_freq: dict[str, int], kept: Sequence[
     records no weight — but they still say what the query is about: see ``coverage``."""
     chosen = set(kept)
     return [t for t in terms if doc_freq.get(t) and t not in chosen]
+
+
+# FTS5's bm25() constants (fts5_aux.c), so a re-scored ranking is FTS5's own under other
+# collection statistics.
+BM25_K1 = 1.2
+BM25_B = 0.75
+
+
+def bm25_scores(
+    terms: Sequence[str],
+    texts: Mapping[str, tuple[str, str]],
+    doc_freq: Mapping[str, int],
+    docs: int,
+    avg_len: float,
+    *,
+    context_weight: float = 1.0,
+) -> dict[str, float]:
+    """FTS5's ``bm25(records_fts, 1.0, context_weight)`` of each record in ``texts`` (its
+    own terms and its context, as indexed), with the collection statistics given instead of
+    the whole table's — a scope's (``amcp.store.termstats``). Higher is better.
+
+    Same formula as FTS5: IDF ``log((N - n + 0.5) / (n + 0.5))`` (floored at 1e-6, as FTS5
+    does for terms in over half the documents), term frequency weighted per column, document
+    length in tokens over both columns against the average.
+    """
+    idf: dict[str, float] = {}
+    for term in dict.fromkeys(terms):
+        n = doc_freq.get(term, 0)
+        value = math.log((docs - n + 0.5) / (n + 0.5)) if docs > 0 else 0.0
+        idf[term] = value if value > 0 else 1e-6
+    out: dict[str, float] = {}
+    for key, (own_text, context) in texts.items():
+        own, ctx = own_text.split(), context.split()
+        length = len(own) + len(ctx)
+        norm = BM25_K1 * (1 - BM25_B + BM25_B * length / avg_len) if avg_len > 0 else BM25_K1
+        score = 0.0
+        for term, weight in idf.items():
+            freq = own.count(term) + context_weight * ctx.count(term)
+            if freq:
+                score += weight * freq * (BM25_K1 + 1) / (freq + norm)
+        out[key] = score
+    return out
+
+
+def rescore(
+    hits: Sequence[tuple[str, float]], scores: Mapping[str, float]
+) -> list[tuple[str, float]]:
+    """``hits`` re-ranked by ``scores`` (those without one dropped); ties keep their order
+    in ``hits`` (FTS5's: score, then rowid), so equal statistics give FTS5's ranking."""
+    kept = [(kid, scores[kid]) for kid, _s in hits if kid in scores]
+    return sorted(kept, key=lambda hit: -hit[1])

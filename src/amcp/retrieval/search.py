@@ -19,8 +19,16 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 from amcp.amf.timefmt import parse_ts
 from amcp.amf.types import Lifecycle
 from amcp.retrieval.fusion import Candidate, boost_coverage, coverage, rerank_score, rrf
-from amcp.retrieval.lexical import build_match, common_terms, prune_terms, query_terms
+from amcp.retrieval.lexical import (
+    bm25_scores,
+    build_match,
+    common_terms,
+    prune_terms,
+    query_terms,
+    rescore,
+)
 from amcp.store.base import RecordFilter, Store, StoredRecord
+from amcp.store.termstats import MAX_SCOPES, TermStats
 
 if TYPE_CHECKING:  # numpy and the vector index load only when vectors are used
     import numpy as np
@@ -58,11 +66,14 @@ class SearchTuning:
     # Fused score x (1 + this x share of the query's too-common terms in the record's own
     # text): LoCoMo +1.3 R@10, +2.1 R@5 on conversations 0-4, +1.5 / +2.5 on 5-9.
     coverage_weight: float = 0.4
+    # A scoped recall re-scores this many of FTS5's best matches with the scope's own term
+    # statistics (FTS5 ranks with the whole store's) and keeps the best ``candidates``.
+    scope_depth: int = 200
 
     def __post_init__(self) -> None:
-        if self.candidates < 1 or self.rrf_k < 1:
-            bad = "candidates" if self.candidates < 1 else "rrf_k"
-            raise ValueError(f"SearchTuning.{bad} must be at least 1")
+        for name in ("candidates", "rrf_k", "scope_depth"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"SearchTuning.{name} must be at least 1")
         for name in ("lexical_weight", "vector_weight", "context_weight", "coverage_weight"):
             if getattr(self, name) < 0:
                 raise ValueError(f"SearchTuning.{name} must not be negative")
@@ -320,16 +331,40 @@ class HybridSearcher:
         self, query: str, flt: RecordFilter, k: int
     ) -> tuple[list[tuple[str, float]], list[str]]:
         """BM25 hits, and the query's common terms that BM25 was spared (for ``coverage``)."""
+        t = self.tuning
         terms = query_terms(query)
-        doc_freq, total = self.store.term_doc_freq(terms)
-        kept = prune_terms(terms, doc_freq, total, max_share=self.tuning.max_term_share)
+        local = self._scope_stats(flt, terms)
+        doc_freq, total = (
+            (local.doc_freq, local.docs) if local else self.store.term_doc_freq(terms)
+        )
+        kept = prune_terms(terms, doc_freq, total, max_share=t.max_term_share)
         common = common_terms(terms, doc_freq, kept)
         if not kept:
             return [], common
+        depth = k if local is None else max(k, t.scope_depth)
         hits = self.store.search_lexical(
-            build_match(kept), flt, k, context_weight=self.tuning.context_weight
+            build_match(kept), flt, depth, context_weight=t.context_weight
         )
+        if local is not None and hits:
+            texts = self.store.lexical_texts([kid for kid, _s in hits])
+            scores = bm25_scores(
+                kept, texts, local.doc_freq, local.docs, local.avg_len,
+                context_weight=t.context_weight,
+            )
+            hits = rescore(hits, scores)[:k]
         return hits, common
+
+    def _scope_stats(self, flt: RecordFilter, terms: Sequence[str]) -> TermStats | None:
+        """The scope's own term statistics when ``flt`` is a recall over a few scopes'
+        active records (what the per-scope counts describe); None: use the whole store's."""
+        if (
+            not terms
+            or flt.scopes is None
+            or not 0 < len(flt.scopes) <= MAX_SCOPES
+            or flt.lifecycles != (Lifecycle.ACTIVE,)
+        ):
+            return None
+        return self.store.scope_term_stats(flt.scopes, terms)
 
     def search(
         self, query: str, flt: RecordFilter, k: int, *, now: float | None = None

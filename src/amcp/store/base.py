@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from amcp.amf.record import AMFRecord
 from amcp.amf.types import KnowledgeType, Lifecycle
+from amcp.store.termstats import TermStats
 
 if TYPE_CHECKING:
     import numpy as np  # annotations only: importing numpy costs ~0.3 s, hooks avoid it
@@ -225,7 +226,19 @@ class Store(Protocol):
         """BM25 over the record's own terms and (weighted by ``context_weight``) its context."""
         ...
 
-    def term_doc_freq(self, terms: Sequence[str]) -> tuple[dict[str, int], int]: ...
+    def term_doc_freq(self, terms: Sequence[str]) -> tuple[dict[str, int], int]:
+        """The whole lexical index's document frequency of each term, and its size."""
+        ...
+
+    def scope_term_stats(self, scopes: Sequence[str], terms: Sequence[str]) -> TermStats:
+        """The same for the *active* records of ``scopes`` (plus '*'), with their token
+        count: the statistics of scope-local BM25 (``amcp.store.termstats``), kept in the
+        transaction of every write, lifecycle change and purge."""
+        ...
+
+    def lexical_texts(self, knowledge_ids: Sequence[str]) -> dict[str, tuple[str, str]]:
+        """The lexical index's (own terms, context) of each given record that has any."""
+        ...
 
     def own_terms(self, knowledge_ids: Sequence[str]) -> dict[str, str]:
         """The lexical index's own-text terms (not context) of each given record that has any."""

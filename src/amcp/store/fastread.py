@@ -34,6 +34,7 @@ import msgpack
 from amcp.amf.canonical import canonical_packb
 from amcp.errors import IntegrityError, StoreError
 from amcp.lean import TYPE_CHECKING, NamedTuple
+from amcp.store import termstats
 from amcp.store.schema import SCHEMA_VERSION
 
 if TYPE_CHECKING:
@@ -48,6 +49,8 @@ RRF_K = 10
 LEXICAL_WEIGHT = 1.25
 MAX_TERM_SHARE = 0.2
 CONTEXT_WEIGHT = 0.5
+COVERAGE_WEIGHT = 0.4
+SCOPE_DEPTH = 200
 _DAY = 86_400.0
 # A scope with at most this many records is read row by row and sorted: cheaper than
 # walking the ranked index past the records of other scopes (see FastReader.ranked).
@@ -284,6 +287,15 @@ class FastReader:
         total = self._q("SELECT MAX(rowid) FROM records_fts")[0][0]
         return {t: int(d) for t, d in rows}, int(total or 0)
 
+    def _texts(self, kids: Sequence[str]) -> dict[str, tuple[str, str]]:
+        """Both FTS columns (own terms, context) of each record: ``lexical_texts``."""
+        if not kids:
+            return {}
+        rows = self._q("SELECT r.knowledge_id, f.terms, f.context FROM records r JOIN"
+                       " records_fts f ON f.rowid = r.rowid WHERE r.knowledge_id IN"
+                       f" ({_marks(len(kids))})", list(kids))
+        return {kid: (terms or "", context or "") for kid, terms, context in rows}
+
     def _lexical_candidates(self, match: str, scopes: Sequence[str], now: float, pool: int
                             ) -> list[tuple[str, str, float, str | None]]:
         """The ``pool`` best BM25 matches that pass the filters: (id, type, weight, created).
@@ -337,18 +349,45 @@ class FastReader:
         ``Memory.recall(query, k=k, scope=scopes)`` without an embedder, read-only."""
         from amcp.amf.timefmt import parse_ts
         from amcp.amf.types import KnowledgeType
-        from amcp.retrieval.fusion import rerank_score, rrf
-        from amcp.retrieval.lexical import build_match, prune_terms, query_terms
+        from amcp.retrieval.fusion import boost_coverage, coverage, rerank_score, rrf
+        from amcp.retrieval.lexical import (
+            bm25_scores,
+            build_match,
+            common_terms,
+            prune_terms,
+            query_terms,
+            rescore,
+        )
 
         now = time.time() if now is None else now
         terms = query_terms(query)
-        doc_freq, total = self.term_doc_freq(terms)
+        # Scope-local statistics as HybridSearcher._lexical uses them (amcp.store.termstats).
+        local = (
+            termstats.read(self._q, scopes, terms)
+            if terms and 0 < len(scopes) <= termstats.MAX_SCOPES
+            else None
+        )
+        doc_freq, total = (local.doc_freq, local.docs) if local else self.term_doc_freq(terms)
         kept = prune_terms(terms, doc_freq, total, max_share=MAX_TERM_SHARE)
         if not kept:
             return []
-        rows = self._lexical_candidates(build_match(kept), scopes, now, max(CANDIDATES, k))
+        pool = max(CANDIDATES, k)
+        depth = pool if local is None else max(pool, SCOPE_DEPTH)
+        rows = self._lexical_candidates(build_match(kept), scopes, now, depth)
         state = {kid: (ktype, weight, created) for kid, ktype, weight, created in rows}
-        fused = rrf([r[0] for r in rows], [], lexical_weight=LEXICAL_WEIGHT, k=RRF_K)
+        ranked = [r[0] for r in rows]
+        texts = self._texts(ranked) if local is not None else {}
+        if local is not None:
+            scores = bm25_scores(kept, texts, local.doc_freq, local.docs, local.avg_len,
+                                 context_weight=CONTEXT_WEIGHT)
+            ranked = [kid for kid, _s in rescore([(kid, 0.0) for kid in ranked], scores)]
+        fused = rrf(ranked[:pool], [], lexical_weight=LEXICAL_WEIGHT, k=RRF_K)
+        common = common_terms(terms, doc_freq, kept)
+        if common and fused:
+            own = {kid: t[0] for kid, t in texts.items()} if texts else {
+                kid: t[0] for kid, t in self._texts([c.knowledge_id for c in fused]).items()}
+            fused = boost_coverage(
+                fused, {kid: coverage(common, t) for kid, t in own.items()}, COVERAGE_WEIGHT)
         scored: list[tuple[float, str]] = []
         for cand in fused:
             ktype, weight, created = state[cand.knowledge_id]

@@ -8,6 +8,12 @@ from __future__ import annotations
 
 import sqlite3
 
+from amcp.lean import TYPE_CHECKING
+from amcp.store import termstats
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
 MIGRATIONS: tuple[str, ...] = (
     # Plain rowid tables, not WITHOUT ROWID: SQLite 3.40's quick_check misreports NOT NULL
     # columns of WITHOUT ROWID tables as NULL, which would fail our integrity check on open.
@@ -107,7 +113,28 @@ MIGRATIONS: tuple[str, ...] = (
         kind, lifecycle, weight DESC, created_at DESC, knowledge_id, sensitive, expires_at
     );
     """,
+    # 6: per-scope term statistics (document frequency per term, document and token counts
+    # per scope), so a recall filtered to a scope is scored with that scope's IDF and
+    # common terms, not the whole store's (amcp.store.termstats; backfilled below).
+    """
+    CREATE TABLE scope_terms (
+        scope TEXT NOT NULL,
+        term  TEXT NOT NULL,
+        docs  INTEGER NOT NULL,
+        PRIMARY KEY (scope, term)
+    );
+    CREATE TABLE scope_sizes (
+        scope  TEXT PRIMARY KEY,
+        docs   INTEGER NOT NULL,
+        tokens INTEGER NOT NULL
+    );
+    """,
 )
+
+# Python run after a migration's SQL, in the same transaction: a backfill that needs what
+# SQL cannot do (tokens of the stored text), so a crash never leaves a migrated store with
+# its new tables empty.
+BACKFILLS: dict[int, Callable[[sqlite3.Connection], None]] = {6: termstats.backfill}
 
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -133,9 +160,14 @@ def migrate(db: sqlite3.Connection) -> int:
         try:
             for statement in split_sql(MIGRATIONS[number]):
                 db.execute(statement)
+            if number + 1 in BACKFILLS:
+                BACKFILLS[number + 1](db)
             db.execute(f"PRAGMA user_version={number + 1}")
             db.execute("COMMIT")
         except sqlite3.Error as exc:
             db.execute("ROLLBACK")
             raise sqlite3.Error(f"migration {number + 1} failed: {exc}") from exc
+        except BaseException:  # a backfill interrupted: nothing of this migration stays
+            db.execute("ROLLBACK")
+            raise
     return version

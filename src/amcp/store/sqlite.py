@@ -33,6 +33,7 @@ from amcp.errors import (
     StoreError,
 )
 from amcp.keyring import Keyring, Witness
+from amcp.store import termstats
 from amcp.store.base import (
     Change,
     ChangeOp,
@@ -287,6 +288,7 @@ class SQLiteStore(IndexReads, AccessStats):
             events: list[tuple[int, str]] = []
             lexical: list[tuple[int, str, str]] = []
             vectors: list[tuple[int, bytes]] = []
+            counts = termstats.Deltas()  # per-scope term statistics of the active ones
             now = time.time()
             for item in items:
                 record = item.record
@@ -345,6 +347,11 @@ class SQLiteStore(IndexReads, AccessStats):
                     events.extend((rowid, e) for e in decay.invalidation_events)
                 if item.index_text or item.index_context:
                     lexical.append((rowid, item.index_text or "", item.index_context or ""))
+                    if item.lifecycle is Lifecycle.ACTIVE:
+                        counts.add(
+                            record.meta.project_scope, item.index_text or "",
+                            item.index_context or "", +1,
+                        )
                 if item.vector is not None:
                     vectors.append((rowid, _vector_bytes(item.vector)))
                 # A second copy later in the same batch is a re-write of this one.
@@ -370,6 +377,7 @@ class SQLiteStore(IndexReads, AccessStats):
             db.executemany("INSERT OR IGNORE INTO record_events(rid, event) VALUES (?,?)", events)
             db.executemany("INSERT INTO records_fts(rowid, terms, context) VALUES (?,?,?)", lexical)
             db.executemany("INSERT INTO vectors(rowid, vec) VALUES (?,?)", vectors)
+            counts.apply(db)
         return results
 
     def _known(self, knowledge_ids: list[str]) -> dict[str, tuple[Any, ...]]:
@@ -397,7 +405,11 @@ class SQLiteStore(IndexReads, AccessStats):
         superseded_by: str | None = None,
     ) -> None:
         with self.atomic():
-            self._require_live(knowledge_id)
+            rowid = self._require_live(knowledge_id)
+            active = lifecycle is Lifecycle.ACTIVE
+            if self._is_active(rowid) != active:
+                # Leaving (or re-entering) the active set leaves (re-enters) its scopes' counts.
+                termstats.count_rows(self._db, [rowid], +1 if active else -1)
             details = {
                 "lifecycle": lifecycle.value,
                 "reason": reason,
@@ -455,6 +467,8 @@ class SQLiteStore(IndexReads, AccessStats):
     def purge(self, knowledge_id: str, *, hlc: int, reason: str | None = None) -> None:
         with self.atomic():
             rowid = self._require_live(knowledge_id, allow_purged=True)
+            if self._is_active(rowid):
+                termstats.count_rows(self._db, [rowid], -1)  # before its FTS row goes
             self._append_change(ChangeOp.PURGE, knowledge_id, hlc, {"reason": reason})
             self._db.execute(
                 "UPDATE records SET lifecycle='purged', hlc=?, reason=?, body=NULL, subject=NULL,"
@@ -477,6 +491,10 @@ class SQLiteStore(IndexReads, AccessStats):
         if row[1] == Lifecycle.PURGED and not allow_purged:
             raise GoneError(f"{knowledge_id} was purged")
         return int(row[0])
+
+    def _is_active(self, rowid: int) -> bool:
+        row = self._db.execute("SELECT lifecycle FROM records WHERE rowid=?", (rowid,)).fetchone()
+        return bool(row[0] == Lifecycle.ACTIVE)
 
     def set_weight(self, knowledge_id: str, weight: float) -> None:
         with self.atomic():

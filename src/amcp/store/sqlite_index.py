@@ -13,10 +13,11 @@ from typing import TYPE_CHECKING
 
 from amcp.amf.types import KnowledgeType
 from amcp.errors import StoreError
-from amcp.store import fts_rank
+from amcp.store import fts_rank, termstats
 from amcp.store.base import RecordFilter, RecordState, StateRow, StoreStats
 from amcp.store.schema import SCHEMA_VERSION
 from amcp.store.sqlfilter import where_clause
+from amcp.store.termstats import TermStats
 
 if TYPE_CHECKING:
     import numpy as np
@@ -205,6 +206,25 @@ class IndexReads:
         if remember and stamp is not None:  # absent terms kept as (0, 0): known absent
             self._vocab_kept = (stamp, {t: found.get(t, (0, 0)) for t in terms})
         return found
+
+    def scope_term_stats(self, scopes: Sequence[str], terms: Sequence[str]) -> TermStats:
+        """Active records of ``scopes`` (plus '*'): how many contain each of ``terms``, how
+        many there are and their total length — see ``amcp.store.termstats``."""
+        with self._lock:
+            return termstats.read(lambda sql, p: self._db.execute(sql, p).fetchall(), scopes, terms)
+
+    def lexical_texts(self, knowledge_ids: Sequence[str]) -> dict[str, tuple[str, str]]:
+        """Both FTS columns (own terms, context) of each given record that has them."""
+        if not knowledge_ids:
+            return {}
+        marks = _marks(len(knowledge_ids))
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT r.knowledge_id, f.terms, f.context FROM records r JOIN records_fts f "
+                f"ON f.rowid = r.rowid WHERE r.knowledge_id IN ({marks})",
+                list(knowledge_ids),
+            ).fetchall()
+        return {kid: (terms or "", context or "") for kid, terms, context in rows}
 
     def own_terms(self, knowledge_ids: Sequence[str]) -> dict[str, str]:
         if not knowledge_ids:
