@@ -68,7 +68,8 @@ class SearchTuning:
     coverage_weight: float = 0.4
     # A scoped recall re-scores this many of FTS5's best matches with the scope's own term
     # statistics (FTS5 ranks with the whole store's) and keeps the best ``candidates``.
-    scope_depth: int = 200
+    # LoCoMo dev (conversations 0-4): 50 → 76.8 R@10, 100 → 77.2, 200 → 77.0.
+    scope_depth: int = 100
 
     def __post_init__(self) -> None:
         for name in ("candidates", "rrf_k", "scope_depth"):

@@ -50,7 +50,7 @@ LEXICAL_WEIGHT = 1.25
 MAX_TERM_SHARE = 0.2
 CONTEXT_WEIGHT = 0.5
 COVERAGE_WEIGHT = 0.4
-SCOPE_DEPTH = 200
+SCOPE_DEPTH = 100
 _DAY = 86_400.0
 # A scope with at most this many records is read row by row and sorted: cheaper than
 # walking the ranked index past the records of other scopes (see FastReader.ranked).
