@@ -13,6 +13,8 @@ import re
 import unicodedata
 from collections.abc import Mapping, Sequence
 
+from amcp.store import fts_rank
+
 _WORD = re.compile(r"[^\W_]+", re.UNICODE)
 # Compiled on first use through re's cache, not at import: its big character ranges cost
 # ~1-2 ms to compile, which a prompt hook (a new process, ASCII text mostly) need not pay.
@@ -126,10 +128,9 @@ def common_terms(terms: Sequence[str], doc_freq: dict[str, int], kept: Sequence[
     return [t for t in terms if doc_freq.get(t) and t not in chosen]
 
 
-# FTS5's bm25() constants (fts5_aux.c), so a re-scored ranking is FTS5's own under other
-# collection statistics.
-BM25_K1 = 1.2
-BM25_B = 0.75
+# FTS5's bm25() constants, shared with the store's pruned ranking, so a re-scored ranking
+# is FTS5's own under other collection statistics.
+BM25_K1, BM25_B = fts_rank.K1, fts_rank.B
 
 
 def bm25_scores(

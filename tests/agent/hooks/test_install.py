@@ -84,8 +84,9 @@ def test_installed_command_runs_the_hook_outside_the_project_path(tmp_path: Path
     (tmp_path / "json.py").write_text("raise SystemExit('shadowed')\n", encoding="utf-8")
     env = {k: v for k, v in os.environ.items() if not k.startswith("AMCP_")}
     src = str(Path(__file__).resolve().parents[3] / "src")
-    env.update({"AMCP_HOME": str(tmp_path / "home"), "AMCP_NODE": "off",
-                "PYTHONPATH": src + os.pathsep + env.get("PYTHONPATH", "")})
+    # An empty PYTHONPATH entry means the working directory: join only what is there.
+    path = os.pathsep.join(p for p in (src, env.get("PYTHONPATH", "")) if p)
+    env.update({"AMCP_HOME": str(tmp_path / "home"), "AMCP_NODE": "off", "PYTHONPATH": path})
     res = subprocess.run(hook_command("stop", sys.executable), shell=True,
                          cwd=tmp_path, input='{"session_id": "s", "cwd": "."}',
                          capture_output=True, text=True, env=env, timeout=60, check=False)
