@@ -545,10 +545,13 @@ class Memory:
     def _view(self, item: StoredRecord, reveal: bool) -> StoredRecord:
         if item.record is None:
             return item
+        state = item.state
+        if not state.superseded_by and not (state.sensitive and not reveal):
+            return item  # the stored view is the view: no copy (every read by id passes here)
         record = item.record
-        if item.state.superseded_by:
-            record = record.with_causal(superseded_by=item.state.superseded_by)
-        if item.state.sensitive and not reveal:
+        if state.superseded_by:
+            record = record.with_causal(superseded_by=state.superseded_by)
+        if state.sensitive and not reveal:
             record = redact(record)
         return replace(item, record=record)
 

@@ -17,6 +17,8 @@ from amcp.amf.types import Lifecycle
 from amcp.store.base import RecordState
 
 _DAY = 86_400
+# Lifecycle(value) runs Enum's Python-level lookup; every row read builds one.
+_LIFECYCLES = {lc.value: lc for lc in Lifecycle}
 _ACCESS_FLUSH_S = 1.0  # buffered access counts reach the file at most this late
 _ACCESS_FLUSH_N = 512  # ... or once this many records have buffered counts
 
@@ -130,7 +132,8 @@ class AccessStats:
         if entry is not None:
             count, last = count + entry.count, entry.last
         return RecordState(
-            lifecycle=Lifecycle(lifecycle), hlc=hlc, superseded_by=superseded_by,
+            lifecycle=_LIFECYCLES.get(lifecycle) or Lifecycle(lifecycle),
+            hlc=hlc, superseded_by=superseded_by,
             reason=reason, expires_at=expires_at, sensitive=bool(sensitive), weight=weight,
             access_count=count, last_access=last, stored_at=stored_at,
         )
