@@ -16,7 +16,7 @@ from __future__ import annotations
 import html
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Annotated, Any, Literal, TypeVar
+from typing import Annotated, Any, Literal, TypeVar, cast
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
@@ -379,7 +379,27 @@ def build_mcp(memory: Memory, *, name: str = "amcp") -> MCPServer[Any]:
 
 
 async def run_stdio_async(memory: Memory) -> None:
-    await build_mcp(memory).run_stdio_async()
+    """Serve over stdin/stdout driven by the event loop (``mcp_stdio``); the SDK's own
+    threaded transport where the descriptors cannot be watched or the SDK's low-level
+    server is not reachable."""
+    from mcp.server.stdio import stdio_server
+
+    from amcp.api.mcp_stdio import claimed_pipes
+
+    server = build_mcp(memory)
+    # The SDK's MCPServer wraps a low-level Server that runs on any pair of streams; it has
+    # no public accessor, so its absence (another SDK version) means the SDK's own path.
+    low = getattr(server, "_lowlevel_server", None)
+    if low is None:
+        await server.run_stdio_async()
+        return
+    async with claimed_pipes() as pipes:
+        if pipes is None:
+            await server.run_stdio_async()
+            return
+        lines, out = pipes
+        async with stdio_server(stdin=cast(Any, lines), stdout=cast(Any, out)) as (read, write):
+            await low.run(read, write, low.create_initialization_options())
 
 
 def run_stdio(memory: Memory) -> None:
