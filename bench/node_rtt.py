@@ -42,6 +42,7 @@ RETRY = RetryPolicy(heartbeat=3600.0)
 def _serve(path: str, port_q: Any, stop: Any, inline: bool, uv: bool) -> None:
     async def main() -> None:
         mem = Memory(path, embedder="hashing")
+        mem.flush_in_background()  # as `amcp serve` sets its store up
         kids = [mem.remember(f"bench record {i}", scope="bench").knowledge_id for i in range(64)]
         server = NodeServer(mem, encryption=False, inline_reads=inline,
                             limits=Limits(max_connections=4096))

@@ -153,6 +153,14 @@ class Memory:
         # names its store and model and is checked against the change log before use.
         return self.path.with_name(self.path.name + ".vectors") if self.embedder else None
 
+    def flush_in_background(self) -> None:
+        """For long-running servers (node, HTTP, MCP): buffered access statistics are
+        written by a background thread instead of by the read that makes a flush due. A
+        store that does not buffer them ignores this."""
+        start = getattr(self.store, "flush_in_background", None)
+        if start is not None:
+            start()
+
     def close(self) -> None:
         self.searcher.close()
         self.store.close()

@@ -105,3 +105,46 @@ def test_a_locked_store_keeps_the_counts(mem: Memory, tmp_path: Path) -> None:
         other.close()
     mem.store.flush_access()
     assert _on_disk(tmp_path / "m.db", kid) == (2, 2)
+
+
+def _wait_on_disk(path: Path, kid: str, want: tuple[int, int]) -> tuple[int, int]:
+    """Poll until the background flusher has written ``want`` (or give up after 20 s)."""
+    import time
+
+    deadline = time.monotonic() + 20
+    got = _on_disk(path, kid)
+    while got != want and time.monotonic() < deadline:
+        time.sleep(0.01)
+        got = _on_disk(path, kid)
+    return got
+
+
+def test_background_flusher_writes_due_counts(mem: Memory, tmp_path: Path,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    kids = [mem.remember(f"fact number {i}", scope="p").knowledge_id for i in range(3)]
+    monkeypatch.setattr(sqlite_access, "_ACCESS_FLUSH_N", 3)
+    mem.flush_in_background()
+    first = mem.store._flusher
+    mem.flush_in_background()  # idempotent: one thread
+    assert first is not None and mem.store._flusher is first
+    mem.read(kids)  # due: the flusher writes them, not this read
+    assert _wait_on_disk(tmp_path / "m.db", kids[2], (1, 1)) == (1, 1)
+    for kid in kids:  # what readers see never double counts while it runs
+        got = mem.store.get(kid)
+        assert got is not None and got.state.access_count == 1
+    mem.read(kids[:1])
+    mem.close()  # stops the flusher first, then writes what is left
+    assert _on_disk(tmp_path / "m.db", kids[0]) == (2, 2)
+    assert mem.store._flusher is None  # joined
+
+
+def test_a_reader_flushes_inline_when_the_flusher_is_far_behind(
+    mem: Memory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    kids = [mem.remember(f"fact number {i}", scope="p").knowledge_id for i in range(3)]
+    monkeypatch.setattr(sqlite_access, "_ACCESS_FLUSH_N", 2)
+    monkeypatch.setattr(sqlite_access, "_ACCESS_INLINE_N", 3)
+    mem.flush_in_background()
+    with mem.store._lock:  # hold the flusher off: it needs the store's lock to write
+        mem.read(kids)  # three pending: past the inline bound, so this read writes them
+        assert _on_disk(tmp_path / "m.db", kids[0]) == (1, 1)

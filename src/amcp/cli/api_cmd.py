@@ -35,6 +35,7 @@ def mcp(store: StoreOpt = None, embedder: EmbedOpt = "auto") -> None:
 
     # stdout is the MCP channel: nothing else may be printed there.
     with open_memory(store, embedder, create=True) as mem:
+        mem.flush_in_background()
         run_stdio(mem)
 
 
@@ -72,6 +73,7 @@ def http(
     access = AccessPolicy.load(policy) if policy is not None else None
     tokens = _tokens(token)
     with open_memory(store, embedder, create=True) as mem:
+        mem.flush_in_background()
         err.print(f"amcp HTTP API on http://{host}:{port}/v1 (store {store_path(store)})"
                   + ("" if no_mcp else f"; MCP at http://{host}:{port}/mcp"))
         if access is None and tokens is None and host not in ("127.0.0.1", "::1", "localhost"):

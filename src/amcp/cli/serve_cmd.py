@@ -56,6 +56,7 @@ def serve(
     chain = cert.read_text(encoding="ascii") if cert is not None else None
     db = store_path(store)
     with open_memory(store, embedder, create=True) as mem:
+        mem.flush_in_background()
         server = NodeServer(
             mem, policy=access, anchors=anchors, cert_chain=chain,
             trust_level=TrustLevel.VERIFIED if chain else TrustLevel.LOCAL,

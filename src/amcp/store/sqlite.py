@@ -160,6 +160,7 @@ class SQLiteStore(IndexReads, AccessStats):
         return store_id
 
     def close(self) -> None:
+        self._stop_flusher()  # first: it takes the lock to write, and the lock closes the db
         with self._lock:
             try:
                 self.flush_access()
