@@ -1,8 +1,8 @@
 """``Memory``: the one facade the CLI, HTTP API, MCP server, node and integrations call.
 
-It owns the write path (validate → dedup → clock → embed → store, one transaction), the
-lifecycle operations (supersede, invalidate, purge, TTL expiry) and recall. It never touches
-SQL or sockets: the store port and the retrieval layer do.
+It owns the write path (``memory_writes``: validate → dedup → clock → embed → store, one
+transaction), the lifecycle operations (supersede, invalidate, purge, TTL expiry) and
+recall. It never touches SQL or sockets: the store port and the retrieval layer do.
 """
 
 from __future__ import annotations
@@ -15,28 +15,24 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from amcp.amf.compose import compose_record, enum_value
-from amcp.amf.ids import check_size, content_key, parse_record, verify_integrity
 from amcp.amf.record import AMFRecord
 from amcp.amf.redact import redact
-from amcp.amf.timefmt import normalise_timestamp, parse_ts
+from amcp.amf.timefmt import normalise_timestamp
 from amcp.amf.types import KnowledgeType, Lifecycle
-from amcp.clock import HLC, Timestamp, node_tag
+from amcp.clock import HLC, node_tag
 from amcp.errors import (
     ConflictError,
-    EmbeddingMismatchError,
     GoneError,
     NotFoundError,
-    PreconditionFailed,
     Status,
     ValidationError,
 )
 from amcp.keyring import Keyring
-from amcp.retrieval.indexing import embed_text, index_context, index_text
-from amcp.retrieval.lexical import index_terms
+from amcp.memory_writes import WriteOutcome, WritePath
+from amcp.retrieval.choice import resolve_embedder
 from amcp.retrieval.search import Hit, HybridSearcher
 from amcp.store.base import (
     ChangeOp,
-    PutItem,
     RecordFilter,
     Store,
     StoredRecord,
@@ -44,27 +40,11 @@ from amcp.store.base import (
 )
 from amcp.store.sqlite import SQLiteStore
 
-if TYPE_CHECKING:  # numpy and embedders load on first use: lexical-only readers skip them
-    import numpy as np
-
+if TYPE_CHECKING:  # embedders load on first use: lexical-only readers skip them
     from amcp.retrieval.embedders import Embedder
 
-NEAR_DUPLICATE = 0.92  # cosine above which a new memory is reported as a near-duplicate
 MAX_K = 1000
 DEFAULT_NODE_URI = "amcp://db.amcp.local"
-
-
-@dataclass(frozen=True, slots=True)
-class WriteOutcome:
-    knowledge_id: str
-    status: Status  # CREATED, OK (already stored) or NO_CONTENT (state change)
-    hlc: int
-    duplicate_of: str | None = None
-    near_duplicates: tuple[tuple[str, float], ...] = ()
-
-    @property
-    def created(self) -> bool:
-        return self.status is Status.CREATED
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,7 +64,7 @@ class _Sweep:
     interval: float = 30.0  # TTL sweeps are cheap but not free; recall filters expiry anyway
 
 
-class Memory:
+class Memory(WritePath):
     """Open (or create) a memory store. Use as a context manager or call ``close()``."""
 
     def __init__(
@@ -106,47 +86,15 @@ class Memory:
         self.node_uri = node_uri
         self.clock = HLC(node_tag(self.store.get_meta("node_key") or node_uri))
         self.clock.observe(self.store.max_hlc())
-        self.embedder = (
-            self._resolve_embedder(embedder) if check_embedder or embedder is not None else None
+        self.embedder: Embedder | None = (
+            resolve_embedder(self.store, embedder)
+            if check_embedder or embedder is not None
+            else None
         )
         self.searcher = HybridSearcher(self.store, self.embedder, snapshot=self._snapshot_path())
         self._sweep = _Sweep()
 
     # ------------------------------------------------------------------ setup
-
-    def _resolve_embedder(self, choice: str | Embedder | None) -> Embedder | None:
-        recorded = self.store.get_meta("embedding_model")
-        if choice is None or choice == "none":
-            if recorded:
-                raise EmbeddingMismatchError(
-                    f"this store's vectors come from {recorded}; open it with that embedder "
-                    "or run `amcp reindex --embedder none`"
-                )
-            return None
-        if isinstance(choice, str):
-            from amcp.retrieval.embedders import MINILM_NAMES, get_embedder
-
-            if choice == "auto" and recorded and recorded.startswith("hashing-"):
-                choice = "hashing"
-            elif recorded and recorded.lower() in MINILM_NAMES and _unpinned_minilm(choice):
-                # "auto"/"minilm" reopen a MiniLM store in the precision it was indexed
-                # with: one made with minilm-int8 stays int8 without naming it each time.
-                choice = recorded
-            embedder = get_embedder(choice)
-        else:
-            embedder = choice
-        if recorded is None:
-            self.store.set_meta("embedding_model", embedder.model_id)
-            self.store.set_meta("embedding_dim", str(embedder.dim))
-        elif recorded != embedder.model_id or self.store.get_meta("embedding_dim") != str(
-            embedder.dim
-        ):
-            raise EmbeddingMismatchError(
-                f"this store was indexed with {recorded} "
-                f"(dim {self.store.get_meta('embedding_dim')}) but the embedder is "
-                f"{embedder.model_id} (dim {embedder.dim}); run `amcp reindex` to re-embed it"
-            )
-        return embedder
 
     def _snapshot_path(self) -> Path | None:
         # Beside the store file, so copying or deleting the store takes it along; a snapshot
@@ -192,49 +140,6 @@ class Memory:
         fields.setdefault("created_by", self.node_uri)
         return compose_record(text, key=self.keyring.signing_key, **fields)
 
-    def put(
-        self,
-        record: AMFRecord | Mapping[str, Any],
-        *,
-        sensitive: bool = False,
-        lifecycle: Lifecycle = Lifecycle.ACTIVE,
-        dedup: bool = True,
-    ) -> WriteOutcome:
-        """Store a complete AMF record (from the wire, an import or ``remember``).
-
-        Order as PROFILE §6: shape (400) → same id, other content (409) → id/checksum
-        (IntegrityError) → causal predecessors exist (412) → store (201, or 200 if stored).
-        """
-        if not isinstance(record, AMFRecord):
-            shaped = AMFRecord.from_dict(record)
-            existing = self.store.get(shaped.knowledge_id)
-            if existing is not None and existing.record is not None:
-                before = existing.record
-                # 409 is about content, not the claimed checksum: an edited record that kept
-                # its old checksum field is a conflict here, not (yet) a forged checksum.
-                if (before.core, before.meta, before.type) != (
-                    shaped.core,
-                    shaped.meta,
-                    shaped.type,
-                ):
-                    raise ConflictError(
-                        f"{shaped.knowledge_id} already exists with different content; write a "
-                        "new record with causal.supersedes instead"
-                    )
-            record = parse_record(record)
-        else:
-            verify_integrity(record)  # already shaped: only its id/checksum/signature to check
-            check_size(record)
-        refs = (*(record.causal.caused_by or ()), record.causal.supersedes) if record.causal else ()
-        for ref in (r for r in refs if r):
-            if self.store.get(ref) is None:
-                raise PreconditionFailed(f"causal predecessor {ref} is not stored here")
-        if dedup:
-            same = self.store.find_same_content(record)
-            if same is not None and same.knowledge_id != record.knowledge_id:
-                return WriteOutcome(same.knowledge_id, Status.OK, same.state.hlc, same.knowledge_id)
-        return self._store_new(record, sensitive=sensitive, lifecycle=lifecycle)
-
     def remember_many(self, items: Iterable[Mapping[str, Any]]) -> list[WriteOutcome]:
         """Batch ``remember``: each item holds remember's keyword arguments (``text`` …).
 
@@ -259,139 +164,6 @@ class Memory:
         except BaseException:
             self.searcher.reset()
             raise
-
-    def _store_new(
-        self,
-        record: AMFRecord,
-        *,
-        sensitive: bool,
-        lifecycle: Lifecycle,
-        vector: np.ndarray | None = None,
-        check_near: bool = True,
-    ) -> WriteOutcome:
-        if vector is None:
-            vector = self._embed_one(record, sensitive)
-        near = self._near_duplicates(record, vector) if vector is not None and check_near else []
-        item = self._put_item(record, sensitive=sensitive, lifecycle=lifecycle, vector=vector)
-        with self.atomic():
-            result = self.store.put_many([item])[0]
-            if result.created and vector is not None and item.lifecycle is Lifecycle.ACTIVE:
-                rowid = result.rowid
-                if rowid is None:  # a store that does not report it
-                    rowid = self.store.rowid_of(record.knowledge_id)
-                if rowid is not None:
-                    self.searcher.added(rowid, vector)
-        return WriteOutcome(
-            result.knowledge_id,
-            Status.CREATED if result.created else Status.OK,
-            result.hlc,
-            near_duplicates=tuple(near),
-        )
-
-    def put_many(
-        self,
-        records: Sequence[tuple[AMFRecord, bool]],
-        *,
-        lifecycle: Lifecycle = Lifecycle.ACTIVE,
-        dedup: bool = True,
-    ) -> list[WriteOutcome]:
-        """Store many validated records in one transaction, embedding them in one batch.
-
-        The bulk path (imports, batch ingest): same rules as ``put`` — identical re-writes
-        answer "already stored", same id with other content is a conflict, purged ids are
-        refused, and with ``dedup`` a record saying what a stored one (or an earlier one in
-        the batch) says answers "already stored" with that one's id — but near-duplicate
-        checks are skipped.
-        """
-        out: list[WriteOutcome | None] = []
-        fresh: list[tuple[int, AMFRecord, bool]] = []
-        same_in_batch: dict[str, int] = {}  # content key -> index in `fresh`
-        copies: list[tuple[int, int]] = []  # (index in `out`, index in `fresh`)
-        for record, sensitive in records:
-            existing = self.store.get(record.knowledge_id)
-            if existing is not None:
-                if existing.record is None:
-                    raise GoneError(f"{record.knowledge_id} was purged")
-                if existing.record.integrity.checksum != record.integrity.checksum:
-                    raise ConflictError(f"{record.knowledge_id} exists with different content")
-                out.append(WriteOutcome(record.knowledge_id, Status.OK, existing.state.hlc))
-                continue
-            if dedup:
-                same = self.store.find_same_content(record)
-                if same is not None:
-                    out.append(
-                        WriteOutcome(
-                            same.knowledge_id, Status.OK, same.state.hlc, same.knowledge_id
-                        )
-                    )
-                    continue
-                key = content_key(record)
-                if key in same_in_batch:
-                    copies.append((len(out), same_in_batch[key]))
-                    out.append(None)
-                    continue
-                same_in_batch[key] = len(fresh)
-            fresh.append((len(out), record, sensitive))
-            out.append(None)
-        vectors = self._embed_many([(r, s) for _i, r, s in fresh])
-        with self.atomic():
-            items: list[PutItem] = []
-            for n, (_i, record, sensitive) in enumerate(fresh):
-                items.append(
-                    self._put_item(
-                        record,
-                        sensitive=sensitive,
-                        lifecycle=lifecycle,
-                        vector=vectors[n] if vectors is not None else None,
-                    )
-                )
-            results = self.store.put_many(items)
-            for (i, _r, _s), item, result in zip(fresh, items, results, strict=True):
-                out[i] = WriteOutcome(
-                    result.knowledge_id,
-                    Status.CREATED if result.created else Status.OK,
-                    result.hlc,
-                )
-                if (
-                    result.created
-                    and item.vector is not None
-                    and item.lifecycle is Lifecycle.ACTIVE
-                ):
-                    rowid = result.rowid
-                    if rowid is None:
-                        rowid = self.store.rowid_of(result.knowledge_id)
-                    if rowid is not None:
-                        self.searcher.added(rowid, item.vector)
-        for i, first in copies:
-            kid, hlc = results[first].knowledge_id, results[first].hlc
-            out[i] = WriteOutcome(kid, Status.OK, hlc, kid)
-        return [o for o in out if o is not None]
-
-    def _put_item(
-        self,
-        record: AMFRecord,
-        *,
-        sensitive: bool,
-        lifecycle: Lifecycle,
-        vector: np.ndarray | None,
-    ) -> PutItem:
-        """Stamp a record with a fresh HLC and work out what the store needs for it."""
-        hlc = self.clock.send()
-        if record.causal is None or record.causal.hlc is None:
-            record = record.with_causal(hlc=str(Timestamp.unpack(hlc, self.clock.node)))
-        expires_at = _expiry(record)
-        if expires_at is not None and expires_at <= time.time():
-            lifecycle = Lifecycle.ARCHIVED
-        return PutItem(
-            record,
-            hlc,
-            vector,
-            index_terms(index_text(record, sensitive)),
-            index_terms(index_context(record, sensitive)),
-            sensitive,
-            expires_at,
-            lifecycle,
-        )
 
     def supersede(
         self, old_id: str, text: str | None = None, *, sensitive: bool = False, **fields: Any
@@ -568,27 +340,6 @@ class Memory:
             self._sweep.last = now
             self.expire(now)
 
-    # ------------------------------------------------------------------ embedding
-
-    def _embed_one(self, record: AMFRecord, sensitive: bool) -> np.ndarray | None:
-        if self.embedder is None:
-            return None
-        import numpy as np
-
-        return np.asarray(self.embedder.embed([embed_text(record, sensitive)])[0])
-
-    def _embed_many(self, items: Sequence[tuple[AMFRecord, bool]]) -> np.ndarray | None:
-        if self.embedder is None or not items:
-            return None
-        import numpy as np
-
-        return np.asarray(self.embedder.embed([embed_text(r, s) for r, s in items]))
-
-    def _near_duplicates(self, record: AMFRecord, vector: np.ndarray) -> list[tuple[str, float]]:
-        flt = RecordFilter(scopes=record.meta.project_scope)
-        hits = self.searcher.vector_search(vector, flt, 3)
-        return [(kid, round(s, 4)) for kid, s in hits if s >= NEAR_DUPLICATE]
-
     # ------------------------------------------------------------------ maintenance
 
     def reindex(self, embedder: str | Embedder | None = "auto") -> int:
@@ -674,21 +425,6 @@ class Memory:
         from amcp.evolution.distill import distill
 
         return distill(self, from_amql, into=into, confidence_threshold=confidence_threshold)
-
-
-def _unpinned_minilm(choice: str) -> bool:
-    """``auto`` or a MiniLM name that leaves the precision open (``minilm``)."""
-    from amcp.retrieval.embedders import MINILM_NAMES
-
-    key = choice.strip().lower()
-    return key in ("auto", "default", "") or (key in MINILM_NAMES and MINILM_NAMES[key] is None)
-
-
-def _expiry(record: AMFRecord) -> float | None:
-    ttl = record.vendor_extensions.get("x-ttl")
-    if ttl is None or isinstance(ttl, bool) or not isinstance(ttl, int | float):
-        return None
-    return parse_ts(record.meta.created_at).timestamp() + float(ttl)
 
 
 __all__ = ["Memory", "RecallResult", "WriteOutcome"]

@@ -1,0 +1,255 @@
+"""``Memory``'s write path: validate → dedup → clock → embed → store, one transaction.
+
+A mixin, as the SQLite adapter's access statistics are, so ``memory.py`` stays a readable
+facade; ``Memory`` supplies the store, clock, embedder, searcher and ``atomic``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from amcp.amf.ids import check_size, content_key, parse_record, verify_integrity
+from amcp.amf.record import AMFRecord
+from amcp.amf.timefmt import parse_ts
+from amcp.amf.types import Lifecycle
+from amcp.clock import HLC, Timestamp
+from amcp.errors import ConflictError, GoneError, PreconditionFailed, Status
+from amcp.retrieval.indexing import embed_text, index_context, index_text
+from amcp.retrieval.lexical import index_terms
+from amcp.retrieval.search import HybridSearcher
+from amcp.store.base import PutItem, PutResult, RecordFilter, Store
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from amcp.retrieval.embedders import Embedder
+
+NEAR_DUPLICATE = 0.92  # cosine above which a new memory is reported as a near-duplicate
+
+
+@dataclass(frozen=True, slots=True)
+class WriteOutcome:
+    knowledge_id: str
+    status: Status  # CREATED, OK (already stored) or NO_CONTENT (state change)
+    hlc: int
+    duplicate_of: str | None = None
+    near_duplicates: tuple[tuple[str, float], ...] = ()
+
+    @property
+    def created(self) -> bool:
+        return self.status is Status.CREATED
+
+
+class WritePath:
+    store: Store
+    clock: HLC
+    embedder: Embedder | None
+    searcher: HybridSearcher
+
+    def atomic(self) -> AbstractContextManager[None]:  # provided by Memory
+        raise NotImplementedError
+
+    def put(
+        self,
+        record: AMFRecord | Mapping[str, Any],
+        *,
+        sensitive: bool = False,
+        lifecycle: Lifecycle = Lifecycle.ACTIVE,
+        dedup: bool = True,
+    ) -> WriteOutcome:
+        """Store a complete AMF record (from the wire, an import or ``remember``).
+
+        Order as PROFILE §6: shape (400) → same id, other content (409) → id/checksum
+        (IntegrityError) → causal predecessors exist (412) → store (201, or 200 if stored).
+        """
+        if not isinstance(record, AMFRecord):
+            shaped = AMFRecord.from_dict(record)
+            existing = self.store.get(shaped.knowledge_id)
+            if existing is not None and existing.record is not None:
+                before = existing.record
+                # 409 is about content, not the claimed checksum: an edited record that kept
+                # its old checksum field is a conflict here, not (yet) a forged checksum.
+                if (before.core, before.meta, before.type) != (
+                    shaped.core,
+                    shaped.meta,
+                    shaped.type,
+                ):
+                    raise ConflictError(
+                        f"{shaped.knowledge_id} already exists with different content; write a "
+                        "new record with causal.supersedes instead"
+                    )
+            record = parse_record(record)
+        else:
+            verify_integrity(record)  # already shaped: only its id/checksum/signature to check
+            check_size(record)
+        refs = (*(record.causal.caused_by or ()), record.causal.supersedes) if record.causal else ()
+        for ref in (r for r in refs if r):
+            if self.store.get(ref) is None:
+                raise PreconditionFailed(f"causal predecessor {ref} is not stored here")
+        if dedup:
+            same = self.store.find_same_content(record)
+            if same is not None and same.knowledge_id != record.knowledge_id:
+                return WriteOutcome(same.knowledge_id, Status.OK, same.state.hlc, same.knowledge_id)
+        return self._store_new(record, sensitive=sensitive, lifecycle=lifecycle)
+
+    def _store_new(
+        self,
+        record: AMFRecord,
+        *,
+        sensitive: bool,
+        lifecycle: Lifecycle,
+        vector: np.ndarray | None = None,
+        check_near: bool = True,
+    ) -> WriteOutcome:
+        if vector is None:
+            vector = self._embed_one(record, sensitive)
+        near = self._near_duplicates(record, vector) if vector is not None and check_near else []
+        item = self._put_item(record, sensitive=sensitive, lifecycle=lifecycle, vector=vector)
+        with self.atomic():
+            result = self.store.put_many([item])[0]
+            self._index_added(item, result)
+        return WriteOutcome(
+            result.knowledge_id,
+            Status.CREATED if result.created else Status.OK,
+            result.hlc,
+            near_duplicates=tuple(near),
+        )
+
+    def put_many(
+        self,
+        records: Sequence[tuple[AMFRecord, bool]],
+        *,
+        lifecycle: Lifecycle = Lifecycle.ACTIVE,
+        dedup: bool = True,
+    ) -> list[WriteOutcome]:
+        """Store many validated records in one transaction, embedding them in one batch.
+
+        The bulk path (imports, batch ingest): same rules as ``put`` — identical re-writes
+        answer "already stored", same id with other content is a conflict, purged ids are
+        refused, and with ``dedup`` a record saying what a stored one (or an earlier one in
+        the batch) says answers "already stored" with that one's id — but near-duplicate
+        checks are skipped.
+        """
+        out: list[WriteOutcome | None] = []
+        fresh: list[tuple[int, AMFRecord, bool]] = []
+        same_in_batch: dict[str, int] = {}  # content key -> index in `fresh`
+        copies: list[tuple[int, int]] = []  # (index in `out`, index in `fresh`)
+        for record, sensitive in records:
+            existing = self.store.get(record.knowledge_id)
+            if existing is not None:
+                if existing.record is None:
+                    raise GoneError(f"{record.knowledge_id} was purged")
+                if existing.record.integrity.checksum != record.integrity.checksum:
+                    raise ConflictError(f"{record.knowledge_id} exists with different content")
+                out.append(WriteOutcome(record.knowledge_id, Status.OK, existing.state.hlc))
+                continue
+            if dedup:
+                same = self.store.find_same_content(record)
+                if same is not None:
+                    out.append(
+                        WriteOutcome(
+                            same.knowledge_id, Status.OK, same.state.hlc, same.knowledge_id
+                        )
+                    )
+                    continue
+                key = content_key(record)
+                if key in same_in_batch:
+                    copies.append((len(out), same_in_batch[key]))
+                    out.append(None)
+                    continue
+                same_in_batch[key] = len(fresh)
+            fresh.append((len(out), record, sensitive))
+            out.append(None)
+        vectors = self._embed_many([(r, s) for _i, r, s in fresh])
+        with self.atomic():
+            items: list[PutItem] = []
+            for n, (_i, record, sensitive) in enumerate(fresh):
+                items.append(
+                    self._put_item(
+                        record,
+                        sensitive=sensitive,
+                        lifecycle=lifecycle,
+                        vector=vectors[n] if vectors is not None else None,
+                    )
+                )
+            results = self.store.put_many(items)
+            for (i, _r, _s), item, result in zip(fresh, items, results, strict=True):
+                out[i] = WriteOutcome(
+                    result.knowledge_id,
+                    Status.CREATED if result.created else Status.OK,
+                    result.hlc,
+                )
+                self._index_added(item, result)
+        for i, first in copies:
+            kid, hlc = results[first].knowledge_id, results[first].hlc
+            out[i] = WriteOutcome(kid, Status.OK, hlc, kid)
+        return [o for o in out if o is not None]
+
+    def _index_added(self, item: PutItem, result: PutResult) -> None:
+        """Tell the vector index about a row this transaction created (active, embedded)."""
+        if not result.created or item.vector is None or item.lifecycle is not Lifecycle.ACTIVE:
+            return
+        rowid = result.rowid
+        if rowid is None:  # a store that does not report it
+            rowid = self.store.rowid_of(result.knowledge_id)
+        if rowid is not None:
+            self.searcher.added(rowid, item.vector)
+
+    def _put_item(
+        self,
+        record: AMFRecord,
+        *,
+        sensitive: bool,
+        lifecycle: Lifecycle,
+        vector: np.ndarray | None,
+    ) -> PutItem:
+        """Stamp a record with a fresh HLC and work out what the store needs for it."""
+        hlc = self.clock.send()
+        if record.causal is None or record.causal.hlc is None:
+            record = record.with_causal(hlc=str(Timestamp.unpack(hlc, self.clock.node)))
+        expires_at = _expiry(record)
+        if expires_at is not None and expires_at <= time.time():
+            lifecycle = Lifecycle.ARCHIVED
+        return PutItem(
+            record,
+            hlc,
+            vector,
+            index_terms(index_text(record, sensitive)),
+            index_terms(index_context(record, sensitive)),
+            sensitive,
+            expires_at,
+            lifecycle,
+        )
+
+    def _embed_one(self, record: AMFRecord, sensitive: bool) -> np.ndarray | None:
+        if self.embedder is None:
+            return None
+        import numpy as np
+
+        return np.asarray(self.embedder.embed([embed_text(record, sensitive)])[0])
+
+    def _embed_many(self, items: Sequence[tuple[AMFRecord, bool]]) -> np.ndarray | None:
+        if self.embedder is None or not items:
+            return None
+        import numpy as np
+
+        return np.asarray(self.embedder.embed([embed_text(r, s) for r, s in items]))
+
+    def _near_duplicates(self, record: AMFRecord, vector: np.ndarray) -> list[tuple[str, float]]:
+        flt = RecordFilter(scopes=record.meta.project_scope)
+        hits = self.searcher.vector_search(vector, flt, 3)
+        return [(kid, round(s, 4)) for kid, s in hits if s >= NEAR_DUPLICATE]
+
+
+def _expiry(record: AMFRecord) -> float | None:
+    ttl = record.vendor_extensions.get("x-ttl")
+    if ttl is None or isinstance(ttl, bool) or not isinstance(ttl, int | float):
+        return None
+    return parse_ts(record.meta.created_at).timestamp() + float(ttl)
+
+
+__all__ = ["NEAR_DUPLICATE", "WriteOutcome", "WritePath"]
