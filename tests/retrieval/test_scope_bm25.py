@@ -65,10 +65,13 @@ def test_terms_common_in_the_scope_are_pruned_and_left_to_coverage(tmp_path: Pat
     for i in range(60):
         m.remember(f"Bob: note {i}", scope="chat2")
     flt = RecordFilter(scopes=("chat1",))
-    _hits, common = m.searcher._lexical("did caroline paint a lake", flt, 10)
+    hits, common, read = m.searcher._lexical("did caroline paint a lake", flt, 10)
     assert common == ["caroline"]
-    _hits, common = m.searcher._lexical("did caroline paint a lake", RecordFilter(), 10)
-    assert common == []  # store-wide, 8 of 69 records: rare enough for BM25
+    # The re-scoring's own terms are handed on (coverage reuses them): the store's own.
+    assert read and {kid for kid, _s in hits} <= set(read)
+    assert read == m.store.own_terms(list(read))
+    _hits, common, read = m.searcher._lexical("did caroline paint a lake", RecordFilter(), 10)
+    assert common == [] and read == {}  # store-wide, 8 of 69 records: rare enough for BM25
 
 
 def test_bm25_scores_are_fts5s_with_the_whole_tables_statistics(tmp_path: Path) -> None:

@@ -330,8 +330,9 @@ class HybridSearcher:
 
     def _lexical(
         self, query: str, flt: RecordFilter, k: int
-    ) -> tuple[list[tuple[str, float]], list[str]]:
-        """BM25 hits, and the query's common terms that BM25 was spared (for ``coverage``)."""
+    ) -> tuple[list[tuple[str, float]], list[str], dict[str, str]]:
+        """BM25 hits, the query's common terms that BM25 was spared (for ``coverage``), and
+        the own terms of the records a scope-local re-scoring already read (else empty)."""
         t = self.tuning
         terms = query_terms(query)
         local = self._scope_stats(flt, terms)
@@ -341,7 +342,7 @@ class HybridSearcher:
         kept = prune_terms(terms, doc_freq, total, max_share=t.max_term_share)
         common = common_terms(terms, doc_freq, kept)
         if not kept:
-            return [], common
+            return [], common, {}
         depth = k if local is None else max(k, t.scope_depth)
         hits = self.store.search_lexical(
             build_match(kept), flt, depth, context_weight=t.context_weight
@@ -353,7 +354,8 @@ class HybridSearcher:
                 context_weight=t.context_weight,
             )
             hits = rescore(hits, scores)[:k]
-        return hits, common
+            return hits, common, {kid: own for kid, (own, _context) in texts.items()}
+        return hits, common, {}
 
     def _scope_stats(self, flt: RecordFilter, terms: Sequence[str]) -> TermStats | None:
         """The scope's own term statistics when ``flt`` is a recall over a few scopes'
@@ -372,7 +374,7 @@ class HybridSearcher:
     ) -> list[Hit]:
         t = self.tuning
         pool = max(t.candidates, k)
-        lexical_hits, common = self._lexical(query, flt, pool)
+        lexical_hits, common, read = self._lexical(query, flt, pool)
         lexical = [kid for kid, _ in lexical_hits]
         vector: list[tuple[str, float]] = []
         if self.embedder is not None:
@@ -382,7 +384,10 @@ class HybridSearcher:
             k=t.rrf_k,
         )
         if common and t.coverage_weight and fused:
-            own = self.store.own_terms([c.knowledge_id for c in fused])
+            # Candidates whose text the scoped re-scoring read are not read again.
+            ids = [c.knowledge_id for c in fused]
+            own = {kid: read[kid] for kid in ids if kid in read}
+            own.update(self.store.own_terms([kid for kid in ids if kid not in own]))
             shares = {kid: coverage(common, terms) for kid, terms in own.items()}
             fused = boost_coverage(fused, shares, t.coverage_weight)
         return self._rerank(fused[:pool], k, now if now is not None else time.time())

@@ -9,7 +9,7 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from amcp.amf.types import KnowledgeType
 from amcp.errors import StoreError
@@ -215,28 +215,24 @@ class IndexReads:
 
     def lexical_texts(self, knowledge_ids: Sequence[str]) -> dict[str, tuple[str, str]]:
         """Both FTS columns (own terms, context) of each given record that has them."""
-        if not knowledge_ids:
-            return {}
-        marks = _marks(len(knowledge_ids))
-        with self._lock:
-            rows = self._db.execute(
-                "SELECT r.knowledge_id, f.terms, f.context FROM records r JOIN records_fts f "
-                f"ON f.rowid = r.rowid WHERE r.knowledge_id IN ({marks})",
-                list(knowledge_ids),
-            ).fetchall()
+        rows = self._fts_columns(knowledge_ids, "f.terms, f.context")
         return {kid: (terms or "", context or "") for kid, terms, context in rows}
 
     def own_terms(self, knowledge_ids: Sequence[str]) -> dict[str, str]:
+        return dict(self._fts_columns(knowledge_ids, "f.terms"))
+
+    def _fts_columns(self, knowledge_ids: Sequence[str], columns: str) -> list[Any]:
+        """``(knowledge_id, *columns)`` rows of the given records' FTS entries; ``columns``
+        is one of this module's literals, never caller text."""
         if not knowledge_ids:
-            return {}
+            return []
         marks = _marks(len(knowledge_ids))
         with self._lock:
-            rows = self._db.execute(
-                "SELECT r.knowledge_id, f.terms FROM records r JOIN records_fts f "
+            return self._db.execute(
+                f"SELECT r.knowledge_id, {columns} FROM records r JOIN records_fts f "
                 f"ON f.rowid = r.rowid WHERE r.knowledge_id IN ({marks})",
                 list(knowledge_ids),
             ).fetchall()
-        return dict(rows)
 
     def iter_vectors(self, after_rowid: int = 0) -> Iterator[tuple[np.ndarray, np.ndarray]]:
         import numpy as np
