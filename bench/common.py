@@ -44,3 +44,24 @@ def save(name: str, payload: dict[str, Any]) -> Path:
     payload = {"benchmark": name, "machine": machine(), **payload}
     path.write_text(json.dumps(payload, indent=2, ensure_ascii=False) + "\n")
     return path
+
+
+def process_cpu_s(pid: int) -> float:
+    """utime + stime of process ``pid`` in seconds (/proc/PID/stat fields 14 and 15)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def child_pids() -> list[int]:
+    """Processes whose parent is this one (from /proc; Linux only)."""
+    me, found = os.getpid(), []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue  # gone meanwhile
+        if ppid == me:
+            found.append(int(entry.name))
+    return found

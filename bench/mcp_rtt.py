@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from common import RESULTS, machine, percentile, save  # noqa: E402
+from common import RESULTS, child_pids, machine, percentile, process_cpu_s, save  # noqa: E402
 from mcp import Client, StdioServerParameters  # noqa: E402
 from mcp.client.stdio import get_default_environment  # noqa: E402
 
@@ -83,7 +83,12 @@ async def measure(
     started = time.perf_counter()
     async with Client(params, read_timeout_seconds=120) as client:
         connect_s = time.perf_counter() - started
+        # CPU time of each side per call: the figure a loaded machine distorts least.
+        (server,) = child_pids()
+        server_cpu, client_cpu = process_cpu_s(server), time.process_time()
         for i, query in enumerate(queries):
+            if i == warmup:
+                server_cpu, client_cpu = process_cpu_s(server), time.process_time()
             t0 = time.perf_counter()
             result = await client.call_tool("memory_recall", {"query": query, "k": 8})
             dt = (time.perf_counter() - t0) * 1000
@@ -91,6 +96,8 @@ async def measure(
                 raise RuntimeError(result.content)
             if i >= warmup:
                 times.append(dt)
+        server_cpu = process_cpu_s(server) - server_cpu
+        client_cpu = time.process_time() - client_cpu
     return {
         "embedder": embedder,
         "calls": len(times),
@@ -100,6 +107,8 @@ async def measure(
         "p95_ms": round(percentile(times, 95), 3),
         "p99_ms": round(percentile(times, 99), 3),
         "max_ms": round(max(times), 3),
+        "server_cpu_ms_per_call": round(server_cpu * 1000 / len(times), 2),
+        "client_cpu_ms_per_call": round(client_cpu * 1000 / len(times), 2),
     }
 
 

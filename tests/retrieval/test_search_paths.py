@@ -53,9 +53,20 @@ def test_lexical_fast_path_equals_join(tmp_path: Path) -> None:
             assert store.search_lexical(terms, flt, k, context_weight=0.5) == _joined(
                 store, terms, flt, k
             )
+        # The best matches invalidated: the head of the page comes up short and the rest of
+        # the page is checked; the result must not change.
+        top = [kid for kid, _s in store.search_lexical(terms, flt, 30, context_weight=0.5)]
+        for kid in top:
+            mem.invalidate(kid, "stale")
+        for k in (1, 10, 50):
+            got = store.search_lexical(terms, flt, k, context_weight=0.5)
+            assert got == _joined(store, terms, flt, k)
+            assert len(got) == k and not set(top) & {kid for kid, _s in got}
         # Most of the best matches invalidated: the probe comes up short and the joined
         # query answers; the result must not change.
         for kid in ids[:360]:
+            if kid in top:
+                continue
             mem.invalidate(kid, "stale")
         for k in (10, 50):
             got = store.search_lexical(terms, flt, k, context_weight=0.5)

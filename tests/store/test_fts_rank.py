@@ -171,3 +171,44 @@ def test_term_counts_follow_writes_through_the_kept_lookup(tmp_path: Path) -> No
         assert store.term_doc_freq(["kafka", "nginx"])[0] == {"kafka": 2, "nginx": 1}
         mem.purge(first.knowledge_id, "gone")
         assert store.term_doc_freq(["kafka", "rate"])[0] == {"kafka": 1}
+
+
+def test_term_counts_are_kept_across_queries_until_the_index_changes(tmp_path: Path) -> None:
+    with Memory(tmp_path / "m.db", embedder=None) as mem:
+        store = mem.store
+        assert isinstance(store, SQLiteStore)
+        mem.remember("kafka needs rate limits")
+        mem.remember("nginx needs rate limits too")
+        asked: list[str] = []
+        store._db.set_trace_callback(
+            lambda sql: asked.append(sql) if "records_fts_vocab" in sql else None
+        )
+        assert store.term_doc_freq(["kafka", "rate"])[0] == {"kafka": 1, "rate": 2}
+        assert store.term_doc_freq(["nginx", "rate", "absent"])[0] == {"nginx": 1, "rate": 2}
+        assert len(asked) == 2
+        # Every term seen since the last write is answered without FTS5, absent ones too.
+        assert store.term_doc_freq(["rate", "kafka", "nginx", "absent"])[0] == {
+            "rate": 2, "kafka": 1, "nginx": 1,
+        }
+        assert len(asked) == 2
+        mem.remember("absent no more, kafka")  # the index moved: every count is re-read
+        assert store.term_doc_freq(["kafka", "absent"])[0] == {"kafka": 2, "absent": 1}
+        assert len(asked) == 3
+        with store.atomic():  # inside a transaction nothing kept is trusted or kept
+            assert store.term_doc_freq(["kafka"])[0] == {"kafka": 2}
+            assert store.term_doc_freq(["kafka"])[0] == {"kafka": 2}
+        assert len(asked) == 5
+        store._db.set_trace_callback(None)
+
+
+def test_term_counts_kept_are_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from amcp.store import sqlite_index
+
+    monkeypatch.setattr(sqlite_index, "_VOCAB_KEEP", 3)
+    with Memory(tmp_path / "m.db", embedder=None) as mem:
+        store = mem.store
+        assert isinstance(store, SQLiteStore)
+        mem.remember("alpha beta gamma delta")
+        for terms in (["alpha", "beta"], ["gamma", "delta"], ["alpha", "delta"]):
+            assert store.term_doc_freq(terms)[0] == dict.fromkeys(terms, 1)
+            assert len(store._vocab_kept[1]) <= 3
