@@ -385,8 +385,10 @@ async def run_stdio_async(memory: Memory) -> None:
     from mcp.server.stdio import stdio_server
 
     from amcp.api.mcp_stdio import claimed_pipes
+    from amcp.heap import freeze_startup_heap
 
     server = build_mcp(memory)
+    freeze_startup_heap()  # this process serves until stdin closes (amcp/heap.py)
     # The SDK's MCPServer wraps a low-level Server that runs on any pair of streams; it has
     # no public accessor, so its absence (another SDK version) means the SDK's own path.
     low = getattr(server, "_lowlevel_server", None)

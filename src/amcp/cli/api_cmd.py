@@ -68,6 +68,7 @@ def http(
 ) -> None:
     """Run the HTTP API (with MCP over streamable HTTP at /mcp) until interrupted."""
     from amcp.api.serve import serve_http
+    from amcp.heap import freeze_startup_heap
     from amcp.session.policy import AccessPolicy
 
     access = AccessPolicy.load(policy) if policy is not None else None
@@ -80,7 +81,8 @@ def http(
             err.print("[yellow]warning[/yellow]: no --policy/--token: anyone may read and write")
         with contextlib.suppress(KeyboardInterrupt, asyncio.CancelledError):
             asyncio.run(
-                serve_http(mem, host, port, policy=access, tokens=tokens, mcp=not no_mcp)
+                serve_http(mem, host, port, policy=access, tokens=tokens, mcp=not no_mcp,
+                           on_ready=lambda _port: freeze_startup_heap())
             )
 
 

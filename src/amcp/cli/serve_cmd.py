@@ -47,6 +47,7 @@ def serve(
     ] = 8765,
 ) -> None:
     """Run the AMCP node (binary protocol) and the HTTP/MCP API until interrupted."""
+    from amcp.heap import freeze_startup_heap
     from amcp.node.server import NodeServer
     from amcp.session import AccessPolicy, TrustLevel
     from amcp.session.trust import load_anchors
@@ -91,11 +92,13 @@ def serve(
                     # Coding-agent hooks find this node (and their token) here; see
                     # docs/hooks.md, Discovery. Removed below when the node stops.
                     write_runtime(db, http=(host, bound), amcp=amcp_addr, token=token)
+                    freeze_startup_heap()  # everything is loaded now (amcp/heap.py)
 
                 tasks = [server.serve_forever(),
                          serve_http(mem, host, http_port, policy=access, hook_token=token,
                                     on_ready=ready)]
             else:
+                freeze_startup_heap()
                 tasks = [server.serve_forever()]
             try:
                 await asyncio.gather(*tasks)
