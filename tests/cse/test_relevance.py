@@ -26,10 +26,14 @@ def mem(tmp_path: Path) -> Memory:
     return m
 
 
-@pytest.fixture
-def quantise_small(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Use the quantised pre-scan even on a test-sized store."""
+@pytest.fixture(params=[False, True], ids=["one-part", "two-parts"])
+def quantise_small(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> bool:
+    """Use the quantised pre-scan even on a test-sized store, in one part and in two
+    (scanned on two threads)."""
     monkeypatch.setattr(rel, "MIN_QUANTISED", 0)
+    if request.param:
+        monkeypatch.setattr(rel, "SPLIT_MIN", 8)
+    return bool(request.param)
 
 
 def _query(mem: Memory, text: str = TASK) -> np.ndarray:
@@ -58,12 +62,17 @@ def _exact(mem: Memory, q: np.ndarray, k: int, flt: RecordFilter) -> list[tuple[
 
 
 def _codes(copy: rel._Copy) -> dict[int, bytes]:
-    codes = faiss.vector_to_array(copy.sq.codes).reshape(copy.sq.ntotal, copy.sq.code_size)
-    return {int(r): codes[i].tobytes() for i, r in enumerate(copy.rowids.tolist())}
+    out = {}
+    for part in copy.parts:
+        sq = part.sq
+        codes = faiss.vector_to_array(sq.codes).reshape(sq.ntotal, sq.code_size)
+        out.update({int(r): codes[i].tobytes() for i, r in enumerate(part.rowids.tolist())})
+    assert len(out) == len(copy)  # no row in two parts
+    return out
 
 
 @pytest.mark.parametrize("candidates", [16, 24, rel.CANDIDATES])
-def test_equals_the_exact_top_k(mem: Memory, quantise_small: None, candidates: int) -> None:
+def test_equals_the_exact_top_k(mem: Memory, quantise_small: bool, candidates: int) -> None:
     flt = RecordFilter(now=NOW)
     for text in (TASK, "cache index budget", "python sqlite network socket"):
         q = _query(mem, text)
@@ -80,7 +89,7 @@ def test_small_store_scans_every_row_without_a_copy(mem: Memory) -> None:
     assert cache_for(mem.store).quantised is None  # below MIN_QUANTISED: no SQ8 copy
 
 
-def test_catch_up_equals_a_fresh_rebuild(mem: Memory, quantise_small: None) -> None:
+def test_catch_up_equals_a_fresh_rebuild(mem: Memory, quantise_small: bool) -> None:
     flt = RecordFilter(now=NOW)
     q = _query(mem)
     rel.top_relevant(mem, q, flt, 5, candidates=16)
@@ -105,7 +114,7 @@ def test_catch_up_equals_a_fresh_rebuild(mem: Memory, quantise_small: None) -> N
     assert ids[0] not in {k for k, _ in caught} and victim not in {k for k, _ in caught}
 
 
-def test_replaced_index_is_rebuilt(mem: Memory, quantise_small: None) -> None:
+def test_replaced_index_is_rebuilt(mem: Memory, quantise_small: bool) -> None:
     flt = RecordFilter(now=NOW)
     q = _query(mem)
     rel.top_relevant(mem, q, flt, 5, candidates=16)
@@ -115,7 +124,7 @@ def test_replaced_index_is_rebuilt(mem: Memory, quantise_small: None) -> None:
     assert cache_for(mem.store).quantised is not first
 
 
-def test_pack_digest_same_after_catch_up_and_rebuild(mem: Memory, quantise_small: None) -> None:
+def test_pack_digest_same_after_catch_up_and_rebuild(mem: Memory, quantise_small: bool) -> None:
     mem.context(TASK, budget_tokens=6000, now=NOW)
     add(mem, "retry the call once the timeout passed", KT.PITFALL, at=NOW - 5)
     caught = mem.context(TASK, budget_tokens=6000, now=NOW).digest
@@ -128,7 +137,7 @@ def test_pack_digest_same_after_catch_up_and_rebuild(mem: Memory, quantise_small
     np.array([np.inf] + [0.0] * 383, np.float32), np.ones(17, np.float32),
     np.zeros(0, np.float32),
 ])
-def test_bad_queries_relate_to_nothing(mem: Memory, quantise_small: None,
+def test_bad_queries_relate_to_nothing(mem: Memory, quantise_small: bool,
                                        query: np.ndarray) -> None:
     assert rel.top_relevant(mem, query, RecordFilter(now=NOW), 5) == []
 
@@ -141,7 +150,7 @@ def test_k_zero_and_empty_store(tmp_path: Path) -> None:
     assert rel.top_relevant(m, q, RecordFilter(now=NOW), 0) == []
 
 
-def test_records_without_vectors_are_not_candidates(mem: Memory, quantise_small: None) -> None:
+def test_records_without_vectors_are_not_candidates(mem: Memory, quantise_small: bool) -> None:
     flt = RecordFilter(now=NOW)
     q = _query(mem)
     best = rel.top_relevant(mem, q, flt, 3, candidates=16)[0][0]
@@ -152,7 +161,7 @@ def test_records_without_vectors_are_not_candidates(mem: Memory, quantise_small:
     assert got == _exact(mem, q, 3, flt)
 
 
-def test_unpackable_records_are_skipped_and_replaced(mem: Memory, quantise_small: None) -> None:
+def test_unpackable_records_are_skipped_and_replaced(mem: Memory, quantise_small: bool) -> None:
     flt = RecordFilter(scopes=("project:x",), now=NOW)
     q = _query(mem)
     before = rel.top_relevant(mem, q, flt, 4, candidates=16)
@@ -168,7 +177,7 @@ def test_unpackable_records_are_skipped_and_replaced(mem: Memory, quantise_small
 
 
 def test_sensitive_records_rank_by_their_indexed_vector(mem: Memory,
-                                                        quantise_small: None) -> None:
+                                                        quantise_small: bool) -> None:
     kid = mem.remember("retry the api call after a timeout hunter2", type=KT.PITFALL,
                        scope="project:x", sensitive=True, created_at=NOW - 1).knowledge_id
     flt = RecordFilter(now=NOW)
@@ -189,6 +198,53 @@ def test_member_matches_isin() -> None:
         assert np.array_equal(rel._member(a, b), np.isin(b, a))
     sparse = np.array([1, 10**12], np.int64)
     assert rel._member(sparse, np.array([10**12, 3], np.int64)).tolist() == [True, False]
+
+
+def _sq8(vectors: np.ndarray) -> rel._Part:
+    sq = rel._new_sq(vectors.shape[1])
+    sq.add(np.ascontiguousarray(vectors, dtype=np.float32))
+    return rel._Part(sq, np.arange(len(vectors), dtype=np.int64) * 3 + 1)
+
+
+@pytest.mark.parametrize("depth", [1, 7, 40, 99, 100, 150])
+def test_split_scan_gives_the_one_part_set(depth: int) -> None:
+    """Two parts scanned on two threads select exactly the codes one scan selects — also
+    with many exact ties at the cut (repeated vectors) and parts smaller than ``depth``."""
+    rng = np.random.default_rng(7)
+    base = rng.standard_normal((60, 16)).astype(np.float32)
+    vecs = rel._unit(np.concatenate([base, base[:25], base[:25], base[:10]]))  # 120 rows
+    whole = _sq8(vecs)
+    for cut in (1, 30, 60, 119):
+        parts = [rel._Part(rel._new_sq(16), whole.rowids[:cut]),
+                 rel._Part(rel._new_sq(16), whole.rowids[cut:])]
+        parts[0].sq.add(vecs[:cut])
+        parts[1].sq.add(vecs[cut:])
+        for _ in range(20):
+            q = rel._unit(rng.standard_normal((1, 16)).astype(np.float32))
+            one = rel._scan([whole], q, depth)
+            two = rel._scan(parts, q, depth)
+            assert sorted(two.tolist()) == sorted(one.tolist())
+            assert len(one) < depth or depth > len(vecs)  # strictly above the cut
+
+
+def test_split_copy_grows_into_two_parts(mem: Memory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A one-part copy of a store that grew well past SPLIT_MIN is rebuilt in two."""
+    monkeypatch.setattr(rel, "MIN_QUANTISED", 0)
+    monkeypatch.setattr(rel, "SPLIT_MIN", 1_000)
+    flt = RecordFilter(now=NOW)
+    q = _query(mem)
+    rel.top_relevant(mem, q, flt, 5, candidates=16)
+    copy = cache_for(mem.store).quantised
+    assert copy is not None and len(copy.parts) == 1
+    monkeypatch.setattr(rel, "SPLIT_MIN", 20)  # the 60-row store is now 3x SPLIT_MIN
+    add(mem, "retry the call once the timeout passed", KT.PITFALL, at=NOW - 5)
+    assert rel.top_relevant(mem, q, flt, 5, candidates=16) == _exact(mem, q, 5, flt)
+    grown = cache_for(mem.store).quantised
+    assert grown is not None and grown is not copy and len(grown.parts) == 2
+    index = mem.searcher._ensure_index()
+    assert index is not None
+    assert sorted(grown.rowids.tolist()) == sorted(index.ids().tolist())
+    assert abs(len(grown.parts[0].rowids) - len(grown.parts[1].rowids)) <= 1
 
 
 # -- the pre-scan only bounds the work ----------------------------------------------------

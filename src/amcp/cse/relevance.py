@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -50,6 +51,7 @@ if TYPE_CHECKING:
 
 CANDIDATES = 384  # pre-scan depth: 8 × the pack's 48 hits; ~1 ms more rerank than 48
 MIN_QUANTISED = 4_096  # below this, every row is a candidate (the exact rerank is cheaper)
+SPLIT_MIN = 32_768  # rows from which the copy is two parts, scanned on two threads at once
 _BUILD_CHUNK = 8_192  # rows encoded at a time while building (bounds the float copy)
 
 F32 = npt.NDArray[np.float32]
@@ -57,14 +59,31 @@ I64 = npt.NDArray[np.int64]
 
 
 @dataclass(slots=True)
+class _Part:
+    """SQ8 codes of some of the index's rows, in a faiss index; ``rowids[i]`` is the id of
+    code ``i``."""
+
+    sq: Any  # faiss.IndexScalarQuantizer
+    rowids: I64
+
+
+@dataclass(slots=True)
 class _Copy:
-    """SQ8 codes of the index's rows, in a faiss index; ``rowids[i]`` is row ``i``'s id."""
+    """SQ8 codes of every row of the index, in one part, or two (scanned at once) from
+    ``SPLIT_MIN`` rows on. Which part holds a row changes no score (see ``_scan``)."""
 
     index: ref[Any]  # the VectorIndex mirrored (weakly: a replaced index is rebuilt)
     mark: Any
-    sq: Any  # faiss.IndexScalarQuantizer
-    rowids: I64
+    parts: list[_Part]
     lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @property
+    def rowids(self) -> I64:
+        out: I64 = np.concatenate([p.rowids for p in self.parts])
+        return out
+
+    def __len__(self) -> int:
+        return sum(len(p.rowids) for p in self.parts)
 
 
 def top_relevant(
@@ -101,12 +120,64 @@ def _prescan(store: Store, index: VectorIndex, q: F32, depth: int) -> I64:
         return np.asarray([r for r, _ in index.search(q, depth)], dtype=np.int64)
     copy = quantised(store, index)
     with copy.lock, _one_thread(faiss):
-        dist, pos = copy.sq.search(q.reshape(1, -1), depth)
-        dist, pos = np.asarray(dist[0]), np.asarray(pos[0], dtype=np.int64)
-        full = len(pos) == depth and pos[-1] >= 0  # else fewer rows than asked: all of them
-        keep = pos[dist > dist[-1]] if full else pos[pos >= 0]
-        out: I64 = copy.rowids[keep].copy()
-        return out
+        return _scan(copy.parts, q.reshape(1, -1), depth)
+
+
+def _scan(parts: list[_Part], q: F32, depth: int) -> I64:
+    """Row ids of the codes strictly above the ``depth``-th best approximate score over all
+    ``parts`` (all of them when there are fewer than ``depth`` codes).
+
+    Parts after the first are scanned on a helper thread while this one scans the first
+    (faiss releases the GIL; each scan runs on one OpenMP thread), which halves the scan's
+    wall time when the node has a free core. The merge is the set one scan of every code
+    gives: a code's score depends on that code and the query alone, and each code of the
+    overall top ``depth`` is in its own part's top ``depth``, so the ``depth``-th best
+    score of the parts' lists together is the overall ``depth``-th best."""
+    if len(parts) == 1:
+        found = [_search(parts[0], q, depth)]
+    else:
+        later = [_helper().submit(_search, p, q, depth) for p in parts[1:]]
+        try:
+            first = _search(parts[0], q, depth)
+        finally:  # never leave a helper scanning a copy the caller is about to unlock
+            rest = [f.result() for f in later]
+        found = [first, *rest]
+    dist = np.concatenate([d for d, _ in found])
+    ids = np.concatenate([r for _, r in found])
+    if len(ids) < depth:  # fewer codes than asked: all of them
+        return ids
+    cut = np.partition(dist, len(dist) - depth)[len(dist) - depth]  # the depth-th best
+    out: I64 = ids[dist > cut]
+    return out
+
+
+def _search(part: _Part, q: F32, depth: int) -> tuple[F32, I64]:
+    """The approximate scores and row ids of ``part``'s top ``depth`` codes."""
+    dist, pos = part.sq.search(q, depth)
+    dist, pos = np.asarray(dist[0]), np.asarray(pos[0], dtype=np.int64)
+    ok = pos >= 0
+    return dist[ok], part.rowids[pos[ok]]
+
+
+_HELPER: list[ThreadPoolExecutor] = []  # at most one, made on first use
+_HELPER_LOCK = threading.Lock()
+
+
+def _helper() -> ThreadPoolExecutor:
+    """The thread that scans the second part; its faiss calls run on one OpenMP thread,
+    as the caller's do (see ``_one_thread``)."""
+    with _HELPER_LOCK:
+        if not _HELPER:
+            _HELPER.append(ThreadPoolExecutor(
+                1, thread_name_prefix="amcp-cse-scan", initializer=_single_omp_thread
+            ))
+        return _HELPER[0]
+
+
+def _single_omp_thread() -> None:
+    faiss = _faiss()
+    if faiss is not None:
+        faiss.omp_set_num_threads(1)
 
 
 def quantised(store: Store, index: VectorIndex) -> _Copy:
@@ -115,7 +186,7 @@ def quantised(store: Store, index: VectorIndex) -> _Copy:
     mark = change_mark(store)
     copy: _Copy | None = cache.quantised
     if copy is not None and copy.index() is index:
-        if copy.mark == mark and len(copy.rowids) == len(index):
+        if copy.mark == mark and len(copy) == len(index):
             return copy
         with copy.lock:
             if _catch_up(store, index, copy, mark):
@@ -155,22 +226,41 @@ def _unit(mat: F32) -> F32:
 def _build(store: Store, index: VectorIndex, mark: Any) -> _Copy:
     """Encode every row of ``index``, reading the vectors from the store in batches: one
     index call per row would contend with a background HNSW build for the index's lock."""
-    sq = _new_sq(index.dim)
     members = np.sort(index.ids())
-    parts = []
+    n = len(members)
+    # Two parts from SPLIT_MIN rows: the first takes the first half of the rows read.
+    sqs = [_new_sq(index.dim) for _ in range(2 if n >= SPLIT_MIN else 1)]
+    limit = [n // 2, n] if len(sqs) == 2 else [n]
+    ids_of: list[list[I64]] = [[] for _ in sqs]
+    done = [0] * len(sqs)
+
+    def add(ids: I64, mat: F32) -> None:
+        at = 0
+        for i in range(len(sqs)):
+            take = len(ids) - at if i == len(sqs) - 1 else min(limit[i] - done[i], len(ids) - at)
+            if take > 0:
+                sqs[i].add(np.ascontiguousarray(mat[at:at + take]))
+                ids_of[i].append(ids[at:at + take])
+                done[i] += take
+                at += take
+
     for ids, mat in store.iter_vectors():
         keep = np.isin(ids, members, assume_unique=True)
         if keep.any() and mat.shape[1] == index.dim:
-            sq.add(np.ascontiguousarray(_unit(mat[keep].astype(np.float32, copy=False))))
-            parts.append(ids[keep].astype(np.int64, copy=False))
-    rowids = np.concatenate(parts) if parts else np.zeros(0, np.int64)
-    missing = np.setdiff1d(members, rowids, assume_unique=True)
+            add(ids[keep].astype(np.int64, copy=False),
+                _unit(mat[keep].astype(np.float32, copy=False)))
+    chunks = [i for part in ids_of for i in part]
+    read = np.concatenate(chunks) if chunks else np.zeros(0, np.int64)
+    missing = np.setdiff1d(members, read, assume_unique=True)
     if len(missing):  # in the index but not (or not as is) in the store: ask the index
         kept, mat = _rows(index, missing)
         if len(kept):
-            sq.add(mat)
-            rowids = np.concatenate([rowids, kept])
-    return _Copy(ref(index), mark, sq, rowids)
+            add(kept, mat)
+    parts = [
+        _Part(sq, np.concatenate(ids) if ids else np.zeros(0, np.int64))
+        for sq, ids in zip(sqs, ids_of, strict=True)
+    ]
+    return _Copy(ref(index), mark, parts)
 
 
 def _catch_up(store: Store, index: VectorIndex, copy: _Copy, mark: Any) -> bool:
@@ -187,6 +277,8 @@ def _catch_up(store: Store, index: VectorIndex, copy: _Copy, mark: Any) -> bool:
     seqs = {c.seq for c in changes if c.seq > old_seq}
     if len(seqs) != new_seq - old_seq:  # a change not after the old HLC: start over
         return False
+    if len(copy.parts) == 1 and len(index) >= 2 * SPLIT_MIN:
+        return False  # grown well past SPLIT_MIN: rebuild in two parts
     now_ids = index.ids()
     have = copy.rowids
     in_now, in_have = _member(now_ids, have), _member(have, now_ids)
@@ -196,20 +288,23 @@ def _catch_up(store: Store, index: VectorIndex, copy: _Copy, mark: Any) -> bool:
     same = same[_member(have, same) & _member(now_ids, same)]
     drop = np.concatenate([gone, same])
     if len(drop):
-        pos = np.flatnonzero(_member(drop, have)).astype(np.int64)
         faiss = _faiss()
         assert faiss is not None
-        # remove_ids compacts the codes in order; mirror it on the row ids.
-        copy.sq.remove_ids(faiss.IDSelectorBatch(len(pos), faiss.swig_ptr(pos)))
-        have = np.delete(have, pos)
+        for part in copy.parts:
+            pos = np.flatnonzero(_member(drop, part.rowids)).astype(np.int64)
+            if len(pos):
+                # remove_ids compacts the codes in order; mirror it on the row ids.
+                part.sq.remove_ids(faiss.IDSelectorBatch(len(pos), faiss.swig_ptr(pos)))
+                part.rowids = np.delete(part.rowids, pos)
     kept, mat = _rows(index, np.concatenate([new, same]))
     if len(kept):
-        copy.sq.add(mat)
-        have = np.concatenate([have, kept])
-    if copy.sq.ntotal != len(have):
+        part = min(copy.parts, key=lambda p: len(p.rowids))  # keep the halves even
+        part.sq.add(mat)
+        part.rowids = np.concatenate([part.rowids, kept])
+    if any(p.sq.ntotal != len(p.rowids) for p in copy.parts):
         return False
-    copy.rowids, copy.mark = have, mark
-    return len(have) == len(index)
+    copy.mark = mark
+    return len(copy) == len(index)
 
 
 def _member(pool: I64, ids: I64) -> npt.NDArray[np.bool_]:
