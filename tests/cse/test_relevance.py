@@ -200,9 +200,38 @@ def test_member_matches_isin() -> None:
     assert rel._member(sparse, np.array([10**12, 3], np.int64)).tolist() == [True, False]
 
 
+@pytest.mark.parametrize("dim", [16, 100, 384])
+def test_padded_codes_score_as_sq8(dim: int) -> None:
+    """Every unit row's codes (SQ8 codes, then pad) sum to the same value — extreme rows
+    included — so the direct scan's integer score is the SQ8 inner product with the
+    rounded query plus one constant for all rows."""
+    rng = np.random.default_rng(dim)
+    ones = np.ones(dim, np.float32)
+    e0 = np.eye(1, dim, dtype=np.float32)[0]
+    rows = rel._unit(np.concatenate([
+        rng.standard_normal((50, dim)).astype(np.float32),
+        np.abs(rng.standard_normal((5, dim))).astype(np.float32),  # all components >= 0
+        np.stack([ones, -ones, e0, -e0, np.zeros(dim, np.float32)]),
+    ]))
+    sq = rel._new_sq(dim)
+    rel._add(sq, rows)
+    assert sq.d % 16 == 0 and sq.d == dim + rel._pad(dim)
+    codes = faiss.vector_to_array(sq.codes).reshape(len(rows), sq.d).astype(np.int64)
+    assert (codes.sum(axis=1) == rel._code_sum(dim)).all()
+    sq8 = rel._encoder(dim).sa_encode(rows).astype(np.int64)
+    assert np.array_equal(codes[:, :dim], sq8)  # the same codes as the uniform SQ8
+    for _ in range(5):
+        q = rel._unit(rng.standard_normal((1, dim)).astype(np.float32))
+        qc = rel._query_codes(q)
+        assert qc.min() >= 1 and qc.max() <= 255 and np.array_equal(qc, np.rint(qc))
+        dist, pos = sq.search(qc, len(rows))
+        want = sq8 @ (qc[0, :dim].astype(np.int64) - 128) + 128 * rel._code_sum(dim)
+        assert np.array_equal(dist[0].astype(np.int64), want[pos[0]])
+
+
 def _sq8(vectors: np.ndarray) -> rel._Part:
     sq = rel._new_sq(vectors.shape[1])
-    sq.add(np.ascontiguousarray(vectors, dtype=np.float32))
+    rel._add(sq, vectors)
     return rel._Part(sq, np.arange(len(vectors), dtype=np.int64) * 3 + 1)
 
 
@@ -217,10 +246,10 @@ def test_split_scan_gives_the_one_part_set(depth: int) -> None:
     for cut in (1, 30, 60, 119):
         parts = [rel._Part(rel._new_sq(16), whole.rowids[:cut]),
                  rel._Part(rel._new_sq(16), whole.rowids[cut:])]
-        parts[0].sq.add(vecs[:cut])
-        parts[1].sq.add(vecs[cut:])
+        rel._add(parts[0].sq, vecs[:cut])
+        rel._add(parts[1].sq, vecs[cut:])
         for _ in range(20):
-            q = rel._unit(rng.standard_normal((1, 16)).astype(np.float32))
+            q = rel._query_codes(rel._unit(rng.standard_normal((1, 16)).astype(np.float32)))
             one = rel._scan([whole], q, depth)
             two = rel._scan(parts, q, depth)
             assert sorted(two.tolist()) == sorted(one.tolist())

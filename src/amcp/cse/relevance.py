@@ -30,11 +30,13 @@ re-encoded; when the log cannot say what changed, or the index was replaced, it 
 
 from __future__ import annotations
 
+import math
 import threading
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 from weakref import ref
 
@@ -120,7 +122,7 @@ def _prescan(store: Store, index: VectorIndex, q: F32, depth: int) -> I64:
         return np.asarray([r for r, _ in index.search(q, depth)], dtype=np.int64)
     copy = quantised(store, index)
     with copy.lock, _one_thread(faiss):
-        return _scan(copy.parts, q.reshape(1, -1), depth)
+        return _scan(copy.parts, _query_codes(q), depth)
 
 
 def _scan(parts: list[_Part], q: F32, depth: int) -> I64:
@@ -196,16 +198,75 @@ def quantised(store: Store, index: VectorIndex) -> _Copy:
     return copy
 
 
-def _new_sq(dim: int) -> Any:
+def _pad(dim: int) -> int:
+    """Pad components after a row's ``dim`` codes: enough to bring every code sum to
+    ``_code_sum(dim)``, and a multiple of 16 in all (faiss's integer kernel needs it).
+
+    A unit row's components sum to at most ``sqrt(dim)`` in magnitude, so its codes sum
+    to ``127.5 × dim`` give or take ``127.5 × sqrt(dim) + dim``."""
+    need = math.ceil((255 * math.sqrt(dim) + dim + 2) / 255)
+    return -(-(dim + need) // 16) * 16 - dim
+
+
+def _code_sum(dim: int) -> int:
+    return math.ceil(127.5 * dim + 127.5 * math.sqrt(dim)) + 1
+
+
+@lru_cache(maxsize=8)
+def _encoder(dim: int) -> Any:
+    """SQ8 over the FIXED range [-1, 1]: code ``floor(255 × (x + 1) / 2)``, so a code is a
+    function of its vector alone (a trained range would move with the store's content)."""
     faiss = _faiss()
     assert faiss is not None
-    sq = faiss.IndexScalarQuantizer(
+    enc = faiss.IndexScalarQuantizer(
         dim, faiss.ScalarQuantizer.QT_8bit_uniform, faiss.METRIC_INNER_PRODUCT
     )
-    # Train on two constant vectors: the range is [-1, 1] whatever the data, so a code is a
-    # function of its vector alone (a trained range would move with the store's content).
-    sq.train(np.stack([np.full(dim, -1.0, np.float32), np.full(dim, 1.0, np.float32)]))
+    enc.train(np.stack([np.full(dim, -1.0, np.float32), np.full(dim, 1.0, np.float32)]))
+    return enc
+
+
+def _new_sq(dim: int) -> Any:
+    """An empty copy part for ``dim``-component rows: their SQ8 codes, padded (``_add``),
+    scanned by faiss's 8-bit *direct* inner product — integer multiply-adds, 16 components
+    at a time, ~40% less CPU than decoding each code to floats (the uniform kernel)."""
+    faiss = _faiss()
+    assert faiss is not None
+    width = dim + _pad(dim)
+    sq = faiss.IndexScalarQuantizer(
+        width, faiss.ScalarQuantizer.QT_8bit_direct, faiss.METRIC_INNER_PRODUCT
+    )
+    sq.train(np.zeros((1, width), np.float32))  # direct codes need no training
     return sq
+
+
+def _add(sq: Any, mat: F32) -> None:
+    """Append the codes of unit rows ``mat`` to ``sq``: each row's SQ8 codes, then pad
+    codes that bring the row's code sum to ``_code_sum`` — so the scan's integer inner
+    product with ``_query_codes`` (offset by 128 to be unsigned) ranks as the SQ8 scores do,
+    the offset adding the same ``128 × _code_sum`` to every row."""
+    n, dim = mat.shape
+    if not n:
+        return
+    codes = _encoder(dim).sa_encode(np.ascontiguousarray(mat, dtype=np.float32))
+    width = _pad(dim)
+    pad = _code_sum(dim) - codes.sum(axis=1, dtype=np.int64)
+    # A unit row always fits (see _pad); anything else is clipped: its score is then only
+    # approximate, which the exact rerank absorbs.
+    pad = np.clip(pad, 0, 255 * width)
+    fill = np.clip(pad[:, None] - 255 * np.arange(width, dtype=np.int64), 0, 255)
+    sq.add_sa_codes(np.ascontiguousarray(np.hstack([codes, fill.astype(np.uint8)])))
+
+
+def _query_codes(q: F32) -> F32:
+    """The query for the direct scan: ``round(q × s) + 128`` with ``s = 127 / max|q|`` (so
+    1..255), then 128 for every pad component. Rounding moves a score by ~0.3/s (~0.001
+    for a 384-d query), less than the codes' own quantisation (~0.002)."""
+    q = q.reshape(-1)
+    top = float(np.abs(q).max())
+    scale = 127.0 / top if top > 0 else 0.0
+    head = np.rint(q.astype(np.float64) * scale) + 128.0
+    out: F32 = np.concatenate([head, np.full(_pad(len(q)), 128.0)]).astype(np.float32)
+    return out.reshape(1, -1)
 
 
 def _rows(index: VectorIndex, ids: I64) -> tuple[I64, F32]:
@@ -239,7 +300,7 @@ def _build(store: Store, index: VectorIndex, mark: Any) -> _Copy:
         for i in range(len(sqs)):
             take = len(ids) - at if i == len(sqs) - 1 else min(limit[i] - done[i], len(ids) - at)
             if take > 0:
-                sqs[i].add(np.ascontiguousarray(mat[at:at + take]))
+                _add(sqs[i], mat[at:at + take])
                 ids_of[i].append(ids[at:at + take])
                 done[i] += take
                 at += take
@@ -299,7 +360,7 @@ def _catch_up(store: Store, index: VectorIndex, copy: _Copy, mark: Any) -> bool:
     kept, mat = _rows(index, np.concatenate([new, same]))
     if len(kept):
         part = min(copy.parts, key=lambda p: len(p.rowids))  # keep the halves even
-        part.sq.add(mat)
+        _add(part.sq, mat)
         part.rowids = np.concatenate([part.rowids, kept])
     if any(p.sq.ntotal != len(p.rowids) for p in copy.parts):
         return False
