@@ -4,6 +4,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import msgpack
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -95,6 +96,11 @@ def test_digest_is_sha256_of_canonical_body(mem: Memory) -> None:
     assert pack.digest == hashlib.sha256(canonical_packb(pack.body())).hexdigest()
     value = {"b": [1, Raw(canonical_packb({"z": 1.0, "a": None}))], "a": "x", "n": None}
     assert packb_parts(value) == canonical_packb({"b": [1, {"z": 1.0}], "a": "x"})
+    # Items are composed directly (PackItem.packed), full and pointer forms alike.
+    packer = msgpack.Packer(use_bin_type=True, use_single_float=False, autoreset=True)
+    assert {it.form for it in pack.items} == {"full", "pointer"}
+    for it in pack.items:
+        assert it.packed(packer).data == canonical_packb(it.to_dict())
 
 
 def test_overflow_gets_lowest_medium_as_pointers(mem: Memory) -> None:

@@ -33,6 +33,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+import msgpack
+
 from amcp.amf.record import AMF_VERSION, AMFRecord
 from amcp.amf.timefmt import format_ts
 from amcp.amf.types import DecayType, KnowledgeType
@@ -97,6 +99,28 @@ class PackItem:
             d["amf"] = Raw(self.amf_bytes) if raw and self.amf_bytes else self.amf
         return d
 
+    def packed(self, packer: msgpack.Packer) -> Raw:
+        """``to_dict(raw=True)`` as canonical MessagePack, composed directly: a pack digests
+        dozens of items, and the generic encoder sorts and walks each one's map."""
+        amf = self.amf_bytes if self.form == "full" else None
+        if self.form == "full" and not amf:
+            return Raw(packb_parts(self.to_dict(raw=True)))
+        out = [packer.pack_map_header(7 if amf else 6)]
+        if amf:
+            out += (_K_AMF, amf)
+        out += (
+            _K_FORM, packer.pack(self.form), _K_ID, packer.pack(self.knowledge_id),
+            _K_POINTER, packer.pack(self.pointer), _K_ROI, packer.pack(self.roi),
+            _K_TOKENS, packer.pack(self.tokens), _K_ZONE, packer.pack(self.zone.value),
+        )
+        return Raw(b"".join(out))
+
+
+# PackItem.packed's keys, in canonical (UTF-8 byte) order.
+_K_AMF, _K_FORM, _K_ID, _K_POINTER, _K_ROI, _K_TOKENS, _K_ZONE = (
+    msgpack.packb(k) for k in ("amf", "form", "knowledge_id", "pointer", "roi", "tokens", "zone")
+)
+
 
 @dataclass(frozen=True, slots=True)
 class Pack:
@@ -137,19 +161,24 @@ class Pack:
 
     def body(self, *, raw: bool = False) -> dict[str, Any]:
         """Everything the digest covers (``to_dict`` without digest and timings)."""
+        return self._body([it.to_dict(raw=raw) for it in self.items])
+
+    def _body(self, items: list[Any]) -> dict[str, Any]:
         return {
             "amcp_version": AMF_VERSION, "project": self.project, "version": self.version,
             "task": self.task, "budget_tokens": self.budget_tokens,
             "working_tokens": self.working_tokens, "now": self.now, "header": self.header,
             "zones": {z.value: u.to_dict() for z, u in self.zones.items()},
-            "items": [it.to_dict(raw=raw) for it in self.items],
+            "items": items,
             "urgent_signals": list(self.urgent_signals),
             "pending_signals": self.pending_signals, "degraded": list(self.degraded),
             "tokens": self.tokens, "count": self.count, "confirmation": self.confirmation,
         }
 
     def compute_digest(self) -> str:
-        return hashlib.sha256(packb_parts(self.body(raw=True))).hexdigest()
+        packer = msgpack.Packer(use_bin_type=True, use_single_float=False, autoreset=True)
+        body = self._body([it.packed(packer) for it in self.items])
+        return hashlib.sha256(packb_parts(body)).hexdigest()
 
     def to_dict(self) -> dict[str, Any]:
         return {**self.body(), "digest": self.digest, "timings": dict(self.timings)}

@@ -7,13 +7,15 @@ depends on build order and readiness, which a pack's digest may not (PROFILE §7
 
 So two steps:
 
-1. **pre-scan** a scalar-quantised copy of the vectors (faiss SQ8, one byte a component, a
-   quarter of the bytes, SIMD) for the ``CANDIDATES`` best approximate scores. The range is
+1. **pre-scan** a scalar-quantised copy of the vectors (SQ8, one byte a component, a
+   quarter of the bytes) for the ``CANDIDATES`` best approximate scores. The range is
    FIXED at [-1, 1] (vectors are unit length), not trained on the data, so a vector's code
    depends on that vector alone: a copy caught up after writes holds the same codes as one
-   rebuilt from scratch. The candidates are every row whose approximate score is *strictly*
-   above the ``CANDIDATES``-th best score — a set fixed by the scores alone, never by row
-   order or by how ties at the cut were broken;
+   rebuilt from scratch. The codes are scanned with integer multiply-adds (``_add``,
+   ``_query_codes``), in two parts on two threads for a large copy (``_scan``). The
+   candidates are every row whose approximate score is *strictly* above the
+   ``CANDIDATES``-th best score — a set fixed by the scores alone, never by row order, by
+   the split into parts or by how ties at the cut were broken;
 2. **rerank** the candidates exactly (float64 dot products of the index's float32 rows),
    drop what is not packable (another scope, not active, expired), and order by score,
    ties by knowledge id.
