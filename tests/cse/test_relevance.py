@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from amcp.amf.types import KnowledgeType as KT
+from amcp.amf.types import Lifecycle
 from amcp.cse import relevance as rel
 from amcp.cse.cache import cache_for
 from amcp.memory import Memory
@@ -327,3 +328,19 @@ def test_unpackable_rows_are_named_only_if_live(mem: Memory) -> None:
         assert ok == rel._packable(mem.store, list(all_names.values()), flt)
         assert all(all_names[r] == k for r, k in names.items())
         assert victim not in ok
+
+
+def test_named_rowids_names_what_filter_rowids_keeps(mem: Memory) -> None:
+    index = mem.searcher._ensure_index()
+    assert index is not None
+    rows = index.ids().tolist()[::-1]  # any order: the answer keeps it
+    mem.invalidate(mem.list_records()[1].knowledge_id, "wrong")
+    store = mem.store
+    assert store.named_rowids([], RecordFilter()) == {}  # type: ignore[attr-defined]
+    for flt in (RecordFilter(lifecycles=(Lifecycle.ACTIVE,)), RecordFilter(),
+                RecordFilter(scopes=("project:x",), now=NOW),
+                RecordFilter(scopes=("project:none",))):
+        named = store.named_rowids([*rows, 10**9], flt)  # type: ignore[attr-defined]
+        kept = store.filter_rowids(rows, flt)  # type: ignore[attr-defined]
+        assert list(named) == kept
+        assert named == {r: store.ids_for_rowids(kept)[r] for r in kept}

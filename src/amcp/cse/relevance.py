@@ -427,13 +427,12 @@ def _named_packable(
     """Knowledge ids of ``rowids`` and those of them that are packable. Where the store can
     filter row ids directly, both are rowid lookups (a knowledge-id ``IN`` list walks the
     id index and then the table for each)."""
-    direct = getattr(store, "filter_rowids", None)
+    direct = getattr(store, "named_rowids", None)
     if direct is None:
         names = store.ids_for_rowids(rowids)
         return names, _packable(store, list(names.values()), flt)
-    live = direct(rowids, RecordFilter(scopes=flt.scopes, lifecycles=(Lifecycle.ACTIVE,),
-                                       now=flt.now, include_expired=flt.now is None))
-    names = store.ids_for_rowids(live)
+    names = direct(rowids, RecordFilter(scopes=flt.scopes, lifecycles=(Lifecycle.ACTIVE,),
+                                        now=flt.now, include_expired=flt.now is None))
     return names, set(names.values())
 
 

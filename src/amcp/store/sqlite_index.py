@@ -337,21 +337,27 @@ class IndexReads:
         (tag, rid) keys for just these rowids: as ``where_clause``'s ``rowid IN (SELECT
         ...)`` the planner walks every record in the scope (an eighth of the store) instead.
         """
+        return list(self.named_rowids(rowids, flt))
+
+    def named_rowids(self, rowids: Sequence[int], flt: RecordFilter) -> dict[int, str]:
+        """``filter_rowids`` with each passing row's knowledge id (read by the same
+        lookup, so naming them costs no second query), in the order given."""
         if not rowids:
-            return []
+            return {}
         ids = [int(r) for r in rowids]
         where, params = where_clause(replace(flt, scopes=None, tags=None))
         with self._lock:
-            keep = {
-                int(r[0])
+            names = {
+                int(r[0]): r[1]
                 for r in self._db.execute(
                     # NOT INDEXED: look the rowids up; the planner otherwise prefers the
                     # lifecycle index and walks every active record (~20 ms at 100k).
-                    f"SELECT r.rowid FROM records r NOT INDEXED WHERE r.rowid IN "
-                    f"({_marks(len(ids))}) AND {where}",
+                    f"SELECT r.rowid, r.knowledge_id FROM records r NOT INDEXED WHERE "
+                    f"r.rowid IN ({_marks(len(ids))}) AND {where}",
                     ids + params,
                 ).fetchall()
             }
+            keep = set(names)
             if keep and flt.scopes is not None:
                 scopes = [*flt.scopes, "*"]  # '*' is global knowledge, as in where_clause
                 keep &= {
@@ -373,7 +379,7 @@ class IndexReads:
                         [tag, *keep],
                     ).fetchall()
                 }
-        return [r for r in ids if r in keep]
+        return {r: names[r] for r in ids if r in keep}
 
     def rowid_of(self, knowledge_id: str) -> int | None:
         with self._lock:
