@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import threading
 from pathlib import Path
 
 import faiss
@@ -344,3 +346,27 @@ def test_named_rowids_names_what_filter_rowids_keeps(mem: Memory) -> None:
         kept = store.filter_rowids(rows, flt)  # type: ignore[attr-defined]
         assert list(named) == kept
         assert named == {r: store.ids_for_rowids(kept)[r] for r in kept}
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_split_scan_works_in_a_forked_child(mem: Memory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A child forked after a split scan makes its own helper thread (the parent's is not
+    there), instead of waiting forever for it."""
+    monkeypatch.setattr(rel, "MIN_QUANTISED", 0)
+    monkeypatch.setattr(rel, "SPLIT_MIN", 8)
+    flt = RecordFilter(now=NOW)
+    q = _query(mem)
+    want = rel.top_relevant(mem, q, flt, 5, candidates=16)
+    assert rel._HELPER  # the parent made its helper
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child reports through its exit status
+        code = 1
+        try:
+            done = threading.Event()
+            threading.Thread(target=lambda: (rel.top_relevant(mem, q, flt, 5, candidates=16)
+                                             == want and done.set()), daemon=True).start()
+            code = 0 if done.wait(30) else 2
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0

@@ -33,6 +33,7 @@ re-encoded; when the log cannot say what changed, or the index was replaced, it 
 from __future__ import annotations
 
 import math
+import os
 import threading
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -165,6 +166,9 @@ def _search(part: _Part, q: F32, depth: int) -> tuple[F32, I64]:
 
 _HELPER: list[ThreadPoolExecutor] = []  # at most one, made on first use
 _HELPER_LOCK = threading.Lock()
+# A forked child has no helper thread (only the parent's executor object, which would wait
+# for it forever): forget it there, and make a new one on first use.
+os.register_at_fork(after_in_child=_HELPER.clear)
 
 
 def _helper() -> ThreadPoolExecutor:
