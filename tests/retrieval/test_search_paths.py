@@ -228,3 +228,74 @@ def test_vector_search_honours_subject_and_event_filters(tmp_path: Path) -> None
     assert RecordFilter().selective is False
     assert RecordFilter(lifecycles=None, include_expired=True).selective is False
     assert RecordFilter(subjects=("x",)).selective and RecordFilter(events=("e",)).selective
+
+
+class _ThreadedHashing:
+    """The hashing embedder, declaring itself safe to run beside the lexical search and
+    recording the threads its query embeddings ran on (and failing on demand)."""
+
+    overlap_query = True
+
+    def __init__(self) -> None:
+        from amcp.retrieval.embedders import HashingEmbedder
+
+        self._inner = HashingEmbedder()
+        self.model_id, self.dim = self._inner.model_id, self._inner.dim
+        self.threads: list[str] = []
+        self.fail = False
+
+    def embed(self, texts: list[str]) -> object:
+        return self._inner.embed(texts)
+
+    def embed_query(self, text: str) -> object:
+        import threading
+
+        self.threads.append(threading.current_thread().name)
+        if self.fail:
+            raise RuntimeError("embedding failed")
+        return self._inner.embed_query(text)
+
+
+def test_query_embedding_overlapped_gives_the_sequential_result(tmp_path: Path) -> None:
+    import threading
+
+    emb = _ThreadedHashing()
+    with Memory(tmp_path / "m.db", embedder=emb) as mem:  # type: ignore[arg-type]
+        _fill(mem, 300)
+        queries = ["kafka pooling", "redis service 3", "docker tweak 17", "no such words"]
+        flts = [RecordFilter(), RecordFilter(scopes=("team:1",))]
+        overlapped = [
+            [(h.knowledge_id, h.score) for h in mem.searcher.search(q, f, 10, now=2e9)]
+            for q in queries for f in flts
+        ]
+        assert set(emb.threads) == {"amcp-query-embed_0"}  # one long-lived worker
+        emb.overlap_query = False  # type: ignore[misc]
+        emb.threads.clear()
+        sequential = [
+            [(h.knowledge_id, h.score) for h in mem.searcher.search(q, f, 10, now=2e9)]
+            for q in queries for f in flts
+        ]
+        assert set(emb.threads) == {threading.current_thread().name}
+        assert overlapped == sequential
+        assert any(overlapped)
+        # An embedding error reaches the caller, and the worker is free again after it.
+        emb.overlap_query = True  # type: ignore[misc]
+        emb.fail = True
+        with pytest.raises(RuntimeError, match="embedding failed"):
+            mem.searcher.search("kafka", RecordFilter(), 5)
+        emb.fail = False
+        emb.threads.clear()
+        assert mem.searcher.search("kafka", RecordFilter(), 5)
+        assert emb.threads == ["amcp-query-embed_0"]
+    assert mem.searcher._pool is None  # close() shut the worker down
+
+
+def test_query_embedding_inline_when_the_worker_is_busy(tmp_path: Path) -> None:
+    import threading
+
+    emb = _ThreadedHashing()
+    with Memory(tmp_path / "m.db", embedder=emb) as mem:  # type: ignore[arg-type]
+        _fill(mem, 50)
+        with mem.searcher._pool_busy:  # another recall's embedding holds the worker
+            assert mem.searcher.search("kafka", RecordFilter(), 5)
+        assert emb.threads == [threading.current_thread().name]

@@ -184,6 +184,10 @@ class OpenAIEmbedder:
     hosts is the same vector space.
     """
 
+    # A query embedding is mostly waiting on the server: a recall overlaps it with its
+    # lexical search (search.py).
+    overlap_query = True
+
     def __init__(
         self,
         base_url: str,

@@ -480,6 +480,9 @@ class MiniLMEmbedder:
     """
 
     dim = DIM
+    # The model runs outside the GIL (onnxruntime's run(), torch's kernels), so a recall may
+    # embed its query on another thread while it searches the lexical index (search.py).
+    overlap_query = True
 
     def __init__(
         self,

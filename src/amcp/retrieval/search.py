@@ -9,8 +9,10 @@ Only *active* records live in the index; invalidation, supersession and purge re
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -129,6 +131,10 @@ class HybridSearcher:
         self._seen = (0, "")  # the change-log head the index reflects
         self._saved: tuple[int, str] | None = None  # the head of the snapshot on disk
         self._ts_cache: dict[str, float] = {}
+        # One long-lived worker embeds the query while this thread runs the lexical search
+        # (see ``_embed_ahead``); held while its one job is queued or running.
+        self._pool: ThreadPoolExecutor | None = None
+        self._pool_busy = threading.Lock()
 
     # -- index maintenance ------------------------------------------------------------
 
@@ -275,6 +281,9 @@ class HybridSearcher:
             log.exception("saving the vector index snapshot failed")
         if self.index is not None:
             self.index.on_ann_ready = None  # a build still running must not touch a closed store
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=True)
 
     # -- search -----------------------------------------------------------------------
 
@@ -369,16 +378,47 @@ class HybridSearcher:
             return None
         return self.store.scope_term_stats(flt.scopes, terms)
 
+    def _embed_ahead(self, query: str) -> Future[np.ndarray] | None:
+        """Start embedding ``query`` on the searcher's worker thread, or None to embed it
+        inline: the embedder does not say it runs outside the GIL (``overlap_query``), or
+        the worker is already busy with another thread's recall.
+
+        A MiniLM query embedding (~10-14 ms of onnxruntime, which releases the GIL in
+        ``run()``) and the lexical search (SQLite, which releases it while stepping) then
+        run on the two cores at once instead of one after the other. One worker, not one
+        per recall: concurrent recalls gain nothing from more threads than cores, and a
+        recall that finds the worker busy embeds inline exactly as before."""
+        embedder = self.embedder
+        if embedder is None or not getattr(embedder, "overlap_query", False):
+            return None
+        if not self._pool_busy.acquire(blocking=False):
+            return None
+        try:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(1, thread_name_prefix="amcp-query-embed")
+            return self._pool.submit(self._embed_release, embedder, query)
+        except BaseException:
+            self._pool_busy.release()
+            raise
+
+    def _embed_release(self, embedder: Embedder, query: str) -> np.ndarray:
+        try:
+            return embedder.embed_query(query)
+        finally:
+            self._pool_busy.release()
+
     def search(
         self, query: str, flt: RecordFilter, k: int, *, now: float | None = None
     ) -> list[Hit]:
         t = self.tuning
         pool = max(t.candidates, k)
+        ahead = self._embed_ahead(query)
         lexical_hits, common, read = self._lexical(query, flt, pool)
         lexical = [kid for kid, _ in lexical_hits]
         vector: list[tuple[str, float]] = []
         if self.embedder is not None:
-            vector = self.vector_search(self.embedder.embed_query(query), flt, pool)
+            qvec = ahead.result() if ahead is not None else self.embedder.embed_query(query)
+            vector = self.vector_search(qvec, flt, pool)
         fused = rrf(
             lexical, vector, lexical_weight=t.lexical_weight, vector_weight=t.vector_weight,
             k=t.rrf_k,
