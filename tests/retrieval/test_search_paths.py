@@ -299,3 +299,41 @@ def test_query_embedding_inline_when_the_worker_is_busy(tmp_path: Path) -> None:
         with mem.searcher._pool_busy:  # another recall's embedding holds the worker
             assert mem.searcher.search("kafka", RecordFilter(), 5)
         assert emb.threads == [threading.current_thread().name]
+
+
+def test_filter_rowids_matches_the_where_clause(tmp_path: Path) -> None:
+    """Scope and tag keys are checked before the records: same rowids, same order."""
+    from amcp.amf.types import Lifecycle
+
+    with Memory(tmp_path / "m.db", embedder="hashing") as mem:
+        ids = mem.remember_many(
+            {
+                "text": f"{TOPICS[i % 6]} note {i}",
+                "scope": f"team:{i % 3}" if i % 10 else "*",
+                "tags": [TOPICS[i % 4]] + (["hot"] if i % 5 == 0 else []),
+            }
+            for i in range(120)
+        )
+        for out in ids[:20]:
+            mem.invalidate(out.knowledge_id, "stale")
+        store = mem.store
+        assert isinstance(store, SQLiteStore)
+        every = store.rowids(RecordFilter(lifecycles=None, include_expired=True)).tolist()
+        page = [*every[::-1], 10**9]  # a page in some order, and a rowid that is not there
+        active = (Lifecycle.ACTIVE,)
+        for flt in (
+            RecordFilter(),
+            RecordFilter(scopes=("team:1",), lifecycles=active),
+            RecordFilter(scopes=("team:0", "team:2")),
+            RecordFilter(tags=("kafka",)),
+            RecordFilter(scopes=("team:1",), tags=("redis", "hot")),
+            RecordFilter(scopes=("nobody",)),
+            RecordFilter(lifecycles=(Lifecycle.INVALIDATED,), tags=("postgres",)),
+        ):
+            allowed = set(store.rowids(flt).tolist())
+            expected = [r for r in page if r in allowed]
+            assert store.filter_rowids(page, flt) == expected
+            named = store.named_rowids(page, flt)
+            assert list(named) == expected
+            assert named == {r: store.ids_for_rowids([r])[r] for r in expected}
+        assert store.filter_rowids([], RecordFilter()) == []

@@ -336,6 +336,9 @@ class IndexReads:
         Scope and tag conditions are checked through their tables' (scope, rid) and
         (tag, rid) keys for just these rowids: as ``where_clause``'s ``rowid IN (SELECT
         ...)`` the planner walks every record in the scope (an eighth of the store) instead.
+        They are checked first: their keys are small and cached, a record row is a seek
+        into the large records table, and a scope keeps an eighth of a page or so (a
+        1,600-row page at 100k: 15-24 ms records first, ~5 ms scope first).
         """
         return list(self.named_rowids(rowids, flt))
 
@@ -345,22 +348,12 @@ class IndexReads:
         if not rowids:
             return {}
         ids = [int(r) for r in rowids]
-        where, params = where_clause(replace(flt, scopes=None, tags=None))
+        keep = set(ids)
+        names: dict[int, str] = {}
         with self._lock:
-            names = {
-                int(r[0]): r[1]
-                for r in self._db.execute(
-                    # NOT INDEXED: look the rowids up; the planner otherwise prefers the
-                    # lifecycle index and walks every active record (~20 ms at 100k).
-                    f"SELECT r.rowid, r.knowledge_id FROM records r NOT INDEXED WHERE "
-                    f"r.rowid IN ({_marks(len(ids))}) AND {where}",
-                    ids + params,
-                ).fetchall()
-            }
-            keep = set(names)
-            if keep and flt.scopes is not None:
+            if flt.scopes is not None:
                 scopes = [*flt.scopes, "*"]  # '*' is global knowledge, as in where_clause
-                keep &= {
+                keep = {
                     int(r[0])
                     for r in self._db.execute(
                         f"SELECT rid FROM record_scopes WHERE scope IN ({_marks(len(scopes))})"
@@ -371,7 +364,7 @@ class IndexReads:
             for tag in flt.tags or ():
                 if not keep:
                     break
-                keep &= {
+                keep = {
                     int(r[0])
                     for r in self._db.execute(
                         f"SELECT rid FROM record_tags WHERE tag = ? AND rid IN "
@@ -379,7 +372,19 @@ class IndexReads:
                         [tag, *keep],
                     ).fetchall()
                 }
-        return {r: names[r] for r in ids if r in keep}
+            if keep:
+                where, params = where_clause(replace(flt, scopes=None, tags=None))
+                names = {
+                    int(r[0]): r[1]
+                    for r in self._db.execute(
+                        # NOT INDEXED: look the rowids up; the planner otherwise prefers the
+                        # lifecycle index and walks every active record (~20 ms at 100k).
+                        f"SELECT r.rowid, r.knowledge_id FROM records r NOT INDEXED WHERE "
+                        f"r.rowid IN ({_marks(len(keep))}) AND {where}",
+                        [*keep, *params],
+                    ).fetchall()
+                }
+        return {r: names[r] for r in ids if r in names}
 
     def rowid_of(self, knowledge_id: str) -> int | None:
         with self._lock:
