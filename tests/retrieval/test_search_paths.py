@@ -79,6 +79,50 @@ def test_lexical_fast_path_equals_join(tmp_path: Path) -> None:
         assert store.search_lexical('"nosuchterm"', flt, 10) == []
 
 
+def test_scoped_lexical_page_from_the_scope_equals_join(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A scope with a small share of the store draws its page from its own matches; the
+    hits are the joined query's, with other conditions too, and a large scope (or many)
+    keeps the store-wide page."""
+    from amcp.amf.types import KnowledgeType
+    from amcp.store import fts_rank
+
+    monkeypatch.setattr(fts_rank, "MIN_ROWS", 0)  # the path is for 20k+ rows; force it here
+    with Memory(tmp_path / "m.db", embedder="hashing") as mem:
+        out = mem.remember_many(
+            {
+                "text": f"{TOPICS[i % 6]} needs connection pooling tweak {i} for service {i % 17}",
+                "scope": "*" if i % 25 == 0 else ("big" if i % 2 else f"team:{i % 9}"),
+                "type": "KT-FACT" if i % 3 else "KT-PITFALL",
+            }
+            for i in range(900)
+        )
+        for o in out[:200:3]:
+            mem.invalidate(o.knowledge_id, "stale")
+        store = mem.store
+        assert isinstance(store, SQLiteStore)
+        used: list[list[str] | None] = []
+        narrow = store._narrow_scopes
+        monkeypatch.setattr(store, "_narrow_scopes", lambda f: used.append(narrow(f)) or used[-1])
+        flts = [
+            RecordFilter(scopes=("team:2",), now=1e9),
+            RecordFilter(scopes=("team:4", "team:6"), now=1e9),
+            RecordFilter(scopes=("team:2",), types=(KnowledgeType.PITFALL,), now=1e9),
+            RecordFilter(scopes=("big",), now=1e9),
+            RecordFilter(scopes=("nobody",), now=1e9),
+        ]
+        for terms in (build_match(["postgr", "pool"]), build_match(["redi", "servic", "3"])):
+            for flt in flts:
+                for k in (1, 10, 50, 200):
+                    assert store.search_lexical(terms, flt, k, context_weight=0.5) == _joined(
+                        store, terms, flt, k
+                    ), (terms, flt, k)
+        assert used[0] == ["team:2", "*"]
+        assert ["big", "*"] not in used and None in used  # half the store: the plain page
+        assert store.search_lexical('"nosuchterm"', flts[0], 10) == []
+
+
 @pytest.fixture
 def small_ann(monkeypatch: pytest.MonkeyPatch) -> None:
     pytest.importorskip("faiss")
