@@ -106,6 +106,21 @@ def test_tombstone_for_unknown_id_blocks_later_arrival(open_store: Open) -> None
     assert s.verify(full=True).ok
 
 
+def test_get_many_in_the_order_asked(open_store: Open) -> None:
+    s = open_store()
+    recs = [rec(f"fact number {i}") for i in range(5)]
+    for i, r in enumerate(recs):
+        s.put(r, hlc=i + 1)
+    s.purge(recs[1].knowledge_id, hlc=10)
+    ids = [r.knowledge_id for r in recs]
+    asked = [ids[3], "K-unknown", ids[0], ids[1], ids[3], ids[4]]
+    got = s.get_many(asked)
+    # Unknown ids are left out, duplicates kept, a tombstone comes back without content.
+    assert [g.knowledge_id for g in got] == [ids[3], ids[0], ids[1], ids[3], ids[4]]
+    assert [g.record for g in got] == [recs[3], recs[0], None, recs[3], recs[4]]
+    assert s.get_many([]) == []
+
+
 def test_unknown_ids(open_store: Open) -> None:
     s = open_store()
     assert s.get("K-" + "0" * 64) is None
