@@ -3,6 +3,7 @@ vector index snapshot beside the store, and the index following the change log."
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
@@ -381,3 +382,22 @@ def test_filter_rowids_matches_the_where_clause(tmp_path: Path) -> None:
             assert list(named) == expected
             assert named == {r: store.ids_for_rowids([r])[r] for r in expected}
         assert store.filter_rowids([], RecordFilter()) == []
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_query_embedding_after_fork(tmp_path: Path) -> None:
+    """A child forked after a recall has the pool object but not its thread: it starts its
+    own worker instead of waiting forever on a queue nobody reads."""
+    emb = _ThreadedHashing()
+    with Memory(tmp_path / "m.db", embedder=emb) as mem:  # type: ignore[arg-type]
+        _fill(mem, 30)
+        assert mem.searcher.search("kafka", RecordFilter(), 5)
+        pid = os.fork()
+        if pid == 0:  # the child: exit status says whether the recall came back
+            code = 1
+            try:
+                code = 0 if mem.searcher.search("kafka", RecordFilter(), 5) else 2
+            finally:
+                os._exit(code)
+        _, status = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0

@@ -9,6 +9,7 @@ Only *active* records live in the index; invalidation, supersession and purge re
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from collections.abc import Sequence
@@ -134,6 +135,7 @@ class HybridSearcher:
         # One long-lived worker embeds the query while this thread runs the lexical search
         # (see ``_embed_ahead``); held while its one job is queued or running.
         self._pool: ThreadPoolExecutor | None = None
+        self._pool_pid = 0  # a forked child has the pool object but not its thread
         self._pool_busy = threading.Lock()
 
     # -- index maintenance ------------------------------------------------------------
@@ -394,8 +396,9 @@ class HybridSearcher:
         if not self._pool_busy.acquire(blocking=False):
             return None
         try:
-            if self._pool is None:
+            if self._pool is None or self._pool_pid != os.getpid():
                 self._pool = ThreadPoolExecutor(1, thread_name_prefix="amcp-query-embed")
+                self._pool_pid = os.getpid()
             return self._pool.submit(self._embed_release, embedder, query)
         except BaseException:
             self._pool_busy.release()
