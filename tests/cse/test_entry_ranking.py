@@ -14,6 +14,7 @@ from amcp.amf.types import KnowledgeType as KT
 from amcp.cse import cache as cse_cache
 from amcp.cse.cache import RecordCache, cache_for, ranked_ids
 from amcp.cse.entry import Entry
+from amcp.cse.tiers import pointer
 from amcp.errors import IntegrityError
 from amcp.evolution.outcomes import WEIGHTS_GEN
 from amcp.memory import Memory
@@ -48,6 +49,16 @@ def test_entry_from_bytes_matches_entry_from_record(mem: Memory) -> None:
             assert getattr(fast, name) == getattr(slow, name), name
         assert fast.record == stored.record  # built on demand, equal to the store's
         assert fast.amf == stored.record.to_dict()
+
+
+def test_entry_pointer_line_follows_the_weight(mem: Memory) -> None:
+    kid = add(mem, "retry after a timeout", KT.FACT, subject="net.retry.item")
+    body, checksum = _raw(mem, kid)
+    entry = Entry.of_body(kid, body, checksum)
+    stored = mem.store.get(kid)
+    assert stored is not None and stored.record is not None
+    for weight in (0.5, 0.5, 0.73, 0.5):
+        assert entry.pointer(weight) == pointer(stored.record, weight)
 
 
 def _tampered(body: bytes, old: bytes, new: bytes) -> bytes:

@@ -32,6 +32,7 @@ from amcp.amf.record import AMFRecord
 from amcp.amf.timefmt import parse_ts
 from amcp.amf.types import KnowledgeType
 from amcp.cse.roi import token_cost
+from amcp.cse.tiers import pointer_line
 from amcp.errors import AmcpError, IntegrityError
 
 _CORE, _META = msgpack.packb("core"), msgpack.packb("meta")
@@ -43,6 +44,7 @@ class Entry:
 
     __slots__ = (
         "_doc",
+        "_line",
         "_record",
         "_text",
         "amf_bytes",
@@ -62,6 +64,7 @@ class Entry:
         self, doc: dict[str, Any] | None, record: AMFRecord | None, amf_bytes: bytes,
     ) -> None:
         self._doc = doc
+        self._line: tuple[float, str] | None = None
         self._record = record
         self.amf_bytes = amf_bytes  # canonical MessagePack of the AMF view: digest input
         self.tokens = token_cost(len(amf_bytes))
@@ -147,6 +150,16 @@ class Entry:
         if self._text is None:
             self._text = self.record.text
         return self._text
+
+    def pointer(self, weight: float) -> str:
+        """The record's pointer line at ``weight`` (``tiers.pointer_line``), kept for the last
+        weight asked: every pack makes a line for each of its ~120 candidates, and the same
+        core records recur in every pack with an unchanged weight."""
+        line = self._line
+        if line is None or line[0] != weight:
+            line = self._line = (weight, pointer_line(
+                self.knowledge_id, self.type.value, self.scope, weight, self.text))
+        return line[1]
 
     @property
     def amf(self) -> dict[str, Any]:

@@ -44,7 +44,6 @@ from amcp.cse.canon import Raw, packb_parts
 from amcp.cse.entry import Entry
 from amcp.cse.relevance import top_relevant
 from amcp.cse.roi import recency_factor, roi, token_cost
-from amcp.cse.tiers import pointer_line
 from amcp.cse.zones import CORE_TYPES, NEAR_FULL, Zone, ZoneUse, allocate
 from amcp.errors import ValidationError
 from amcp.evolution.decay import DAY, DecayStatus, default_model, trust, view, view_of
@@ -195,9 +194,7 @@ class _Cand:
 
     def pointer(self) -> str:
         if not self.line:
-            e = self.entry
-            self.line = pointer_line(e.knowledge_id, e.type.value, e.scope, self.state.weight,
-                                     e.text)
+            self.line = self.entry.pointer(self.state.weight)
         return self.line
 
 
