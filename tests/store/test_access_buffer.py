@@ -148,3 +148,24 @@ def test_a_reader_flushes_inline_when_the_flusher_is_far_behind(
     with mem.store._lock:  # hold the flusher off: it needs the store's lock to write
         mem.read(kids)  # three pending: past the inline bound, so this read writes them
         assert _on_disk(tmp_path / "m.db", kids[0]) == (1, 1)
+
+
+def test_raw_bodies_reuses_no_stale_state(mem: Memory) -> None:
+    """``raw_bodies`` reuses a row's state only for identical columns: a buffered access, its
+    flush, a weight change or an invalidation each show up in the next read."""
+    kid = mem.remember("the build uses ninja", scope="p").knowledge_id
+    [(_, first, _, _)] = mem.store.raw_bodies([kid])
+    [(_, again, _, _)] = mem.store.raw_bodies([kid])
+    assert again == first and again.access_count == 0
+    mem.read([kid])
+    [(_, buffered, _, _)] = mem.store.raw_bodies([kid])
+    assert buffered.access_count == 1
+    mem.store.flush_access()
+    [(_, flushed, _, _)] = mem.store.raw_bodies([kid])
+    assert flushed.access_count == 1 and flushed.last_access == buffered.last_access
+    mem.store.set_weight(kid, 0.9)
+    [(_, weighted, _, _)] = mem.store.raw_bodies([kid])
+    assert weighted.weight == 0.9 and weighted.access_count == 1
+    mem.invalidate(kid, reason="wrong")
+    [(_, gone, _, _)] = mem.store.raw_bodies([kid])
+    assert gone.lifecycle is not first.lifecycle

@@ -35,6 +35,8 @@ def _marks(n: int) -> str:
 
 # Distinct terms whose FTS statistics are kept between recalls (see ``_term_stats``).
 _VOCAB_KEEP = 4096
+# Row states ``raw_bodies`` keeps for reuse: a pack reads ~120 rows, most of them every time.
+_RAW_STATES_KEEP = 8192
 
 
 class IndexReads:
@@ -46,6 +48,9 @@ class IndexReads:
 
     # Provided by AccessStats (declared, not defined, so the mixin order cannot hide it).
     _state: Callable[..., RecordState]
+    _pending_access: dict[str, Any]
+    # ``raw_bodies``' states by their row's state columns (knowledge id first), bounded.
+    _raw_states: dict[tuple[object, ...], RecordState]
 
     # (largest FTS rowid scanned, fewest tokens in a row up to it): FTS rows are only ever
     # added with rowids above every existing one, or deleted, so the scan is incremental.
@@ -87,10 +92,23 @@ class IndexReads:
                 f"SELECT {STATE_COLS} FROM records r WHERE r.knowledge_id IN ({marks})",
                 list(knowledge_ids),
             ).fetchall()
+        # A RecordState per row costs ~5 µs to build (frozen dataclass), and the same rows
+        # come back pack after pack (the core records); one built from identical columns is
+        # identical, so it is reused while no access is buffered for the record (buffered
+        # counts are added to the stored ones by ``_state``).
+        memo, pending = self._raw_states, self._pending_access
         out = []
         for row in rows:
             kid, sens, body, checksum = row[1], row[7], row[12], row[13]
-            out.append((kid, self._state(*row[1:12]), None if sens else body, checksum))
+            cols = row[1:12]
+            state = memo.get(cols)
+            if state is None or kid in pending:
+                state = self._state(*cols)
+                if kid not in pending:
+                    if len(memo) >= _RAW_STATES_KEEP:
+                        memo.clear()
+                    memo[cols] = state
+            out.append((kid, state, None if sens else body, checksum))
         return out
 
     # -- counts, filters, lexical search ---------------------------------------------
