@@ -169,3 +169,18 @@ def test_raw_bodies_reuses_no_stale_state(mem: Memory) -> None:
     mem.invalidate(kid, reason="wrong")
     [(_, gone, _, _)] = mem.store.raw_bodies([kid])
     assert gone.lifecycle is not first.lifecycle
+
+
+def test_raw_bodies_by_remembered_rowid_is_checked_against_the_id(mem: Memory) -> None:
+    """Ids read before are looked up by row id; a remembered row id that does not hold the
+    id (or no row at all) falls back to the knowledge-id lookup, never to another record."""
+    a = mem.remember("the build uses ninja", scope="p").knowledge_id
+    b = mem.remember("tabs, not spaces", scope="p").knowledge_id
+    first = sorted(mem.store.raw_bodies([a, b]))  # learns both row ids
+    known = mem.store._rowid_of
+    assert set(known) >= {a, b}
+    assert sorted(mem.store.raw_bodies([b, a, b])) == first
+    known[a], known[b] = known[b], 10**9  # a points at b's row, b at no row
+    assert [r[0] for r in mem.store.raw_bodies([a])] == [a]
+    assert sorted(mem.store.raw_bodies([a, b])) == first
+    assert mem.store.raw_bodies(["K-" + "0" * 64]) == []

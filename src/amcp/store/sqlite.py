@@ -81,6 +81,7 @@ class SQLiteStore(IndexReads, AccessStats):
         self._dirty_head = False
         self._decoded: OrderedDict[tuple[str, str], AMFRecord] = OrderedDict()
         self._raw_states = {}  # see IndexReads.raw_bodies
+        self._rowid_of = {}
         self._init_access()
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
