@@ -437,10 +437,13 @@ class Session:
 
     # ------------------------------------------------------------------------- send
 
-    def _stamp(self, mt: MsgType, payload: Mapping[str, Any], flags: Flag = Flag.NONE) -> Frame:
+    def _stamp(self, mt: MsgType, payload: dict[str, Any], flags: Flag = Flag.NONE) -> Frame:
+        # No copy: every caller hands over a dict built for this message (send() and
+        # reply() copy the caller's mapping once), and nothing mutates a payload after it is
+        # stamped; a re-ack re-sends the very dict its first frame carried.
         self._seq_out += 1
         return stamped_frame(
-            mt, dict(payload), self._seq_out, self._session_id, self._clock.send(), flags
+            mt, payload, self._seq_out, self._session_id, self._clock.send(), flags
         )
 
     def _reply_frame(
