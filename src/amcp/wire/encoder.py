@@ -45,6 +45,11 @@ _COMPRESSED = int(Flag.COMPRESSED)
 _ENCRYPTED = int(Flag.ENCRYPTED)
 _FRAGMENTED = int(Flag.FRAGMENTED)
 _FINAL = int(Flag.FINAL_FRAGMENT)
+# The flags the fast path accepts (caller bits only), as plain ints: one dict lookup tells
+# them apart from everything else and converts them, where int(Flag) is a type call.
+_PLAIN_CALLER_FLAGS: dict[int, int] = {
+    f: f for f in (0, int(Flag.IDEMPOTENT), int(Flag.REQUIRES_ACK), _NOT_CALLER ^ 0xFFFF)
+}
 
 _pack_prefix = HEADER_PREFIX.pack
 _pack_crc = CHECKSUM.pack
@@ -209,10 +214,10 @@ def encode_frame(
     if cipher is None and max_payload == MAX_PAYLOAD:
         # Fast path for the common frame: small, plain, caller-only flags. Same bytes as
         # _encode would produce, minus four Python calls.
-        flags = int(frame.flags)
+        flags = _PLAIN_CALLER_FLAGS.get(frame.flags)  # None: transport or reserved bits
         payload = frame.payload
         version = frame.version
-        if not flags & _NOT_CALLER and version >> 8 == SUPPORTED_MAJOR and type(payload) is dict:
+        if flags is not None and version >> 8 == SUPPORTED_MAJOR and type(payload) is dict:
             try:
                 body: bytes = _local.packer.pack(payload) if payload else b""
             except AttributeError:  # first use on this thread
