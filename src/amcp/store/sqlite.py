@@ -42,6 +42,7 @@ from amcp.store.base import (
     PutResult,
     RecordFilter,
     StoredRecord,
+    stored_record,
 )
 from amcp.store.chain import GENESIS, link_hash, sign_head
 from amcp.store.schema import SCHEMA_VERSION, migrate
@@ -62,6 +63,10 @@ def _connect(path: Path, timeout_s: float) -> sqlite3.Connection:
     conn.execute("PRAGMA foreign_keys=ON")
     return conn
 
+
+# Built once: sqlite3 looks statements up by their text, and an f-string per read would
+# build and hash this text again every time.
+_GET_BY_ID = f"SELECT {STATE_COLS} FROM records r WHERE r.knowledge_id=?"
 
 class SQLiteStore(IndexReads, AccessStats):
     """``Store`` over a single SQLite file. Thread-safe through one re-entrant lock."""
@@ -519,13 +524,13 @@ class SQLiteStore(IndexReads, AccessStats):
         kid, sensitive, body, checksum = row[1], row[7], row[12], row[13]
         state = self._state(*row[1:12])
         if body is None:
-            return StoredRecord(kid, state, None)
+            return stored_record(kid, state, None)
         with self._lock:  # the node reads from a thread pool
             cached = None if full else self._decoded.get((kid, checksum))
             if cached is not None:
                 self._decoded.move_to_end((kid, checksum))
         if cached is not None:
-            return StoredRecord(kid, state, cached)
+            return stored_record(kid, state, cached)
         raw = self.keyring.open(body, kid.encode()) if sensitive else body
         try:
             record = AMFRecord.from_dict(msgpack.unpackb(raw, raw=False))
@@ -539,14 +544,11 @@ class SQLiteStore(IndexReads, AccessStats):
                 self._decoded[(kid, checksum)] = record
                 if len(self._decoded) > _DECODED_CACHE:
                     self._decoded.popitem(last=False)
-        return StoredRecord(kid, state, record)
+        return stored_record(kid, state, record)
 
     def get(self, knowledge_id: str) -> StoredRecord | None:
         with self._lock:
-            row = self._db.execute(
-                f"SELECT {STATE_COLS} FROM records r WHERE r.knowledge_id=?",
-                (knowledge_id,),
-            ).fetchone()
+            row = self._db.execute(_GET_BY_ID, (knowledge_id,)).fetchone()
         return self._decode(row) if row else None
 
     def get_many(self, knowledge_ids: Sequence[str]) -> list[StoredRecord]:

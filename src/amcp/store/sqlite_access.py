@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from contextlib import AbstractContextManager
 
 from amcp.amf.types import Lifecycle
-from amcp.store.base import RecordState
+from amcp.store.base import RecordState, record_state
 
 _DAY = 86_400
 # Lifecycle(value) runs Enum's Python-level lookup; every row read builds one.
@@ -179,11 +179,9 @@ class AccessStats:
         entry = self._pending_access.get(kid)
         if entry is not None:
             count, last = count + entry.count, entry.last
-        return RecordState(
-            lifecycle=_LIFECYCLES.get(lifecycle) or Lifecycle(lifecycle),
-            hlc=hlc, superseded_by=superseded_by,
-            reason=reason, expires_at=expires_at, sensitive=bool(sensitive), weight=weight,
-            access_count=count, last_access=last, stored_at=stored_at,
+        return record_state(
+            _LIFECYCLES.get(lifecycle) or Lifecycle(lifecycle), hlc, superseded_by, reason,
+            expires_at, bool(sensitive), weight, count, last, stored_at,
         )
 
     def access_count_since(self, knowledge_id: str, since: float) -> int:
