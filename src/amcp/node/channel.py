@@ -49,6 +49,9 @@ _LENGTH = struct.Struct(">I")
 _LENGTH_OFFSET = 10
 _FLAGS_LOW = 9  # FLAGS is a big-endian u16 at offset 8; the transport bits are in byte 9
 _FRAGMENTED = int(Flag.FRAGMENTED)
+# Enum members as globals on the per-request path: EnumType.__getattr__ makes `M.X` a slow
+# lookup in Python 3.11 (see amcp.session.session).
+_PROTOCOL_VIOLATION = MsgType.PROTOCOL_VIOLATION
 
 
 def _count_frames(data: bytes) -> int:
@@ -108,7 +111,7 @@ class Channel:
         return len(self._out)
 
     def _emit(self, frame: Frame) -> None:
-        if frame.msg_type is MsgType.PROTOCOL_VIOLATION:
+        if frame.msg_type is _PROTOCOL_VIOLATION:
             # Always in the clear: the violation may be that the keys do not agree, and the
             # reason is ours (<= 256 chars), never the peer's data.
             self._out += encode_frame(frame, compress=False)

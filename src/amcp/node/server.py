@@ -50,6 +50,9 @@ from amcp.wire import Frame, MsgType
 
 log = logging.getLogger("amcp.node")
 M = MsgType
+# Enum members as globals on the per-request path: EnumType.__getattr__ makes `M.X` a slow
+# lookup in Python 3.11 (see amcp.session.session).
+_HEALTH_CHECK, _SESSION_BEGIN, _MEMORY_READ = M.HEALTH_CHECK, M.SESSION_BEGIN, M.MEMORY_READ
 # Reads by id this small are answered on the loop itself: a thread-pool hop costs more than
 # the lookup (bench/node_rtt.py). Anything larger, and every write, goes to a thread.
 INLINE_READ_IDS = 8
@@ -312,14 +315,14 @@ class _Connection(asyncio.BufferedProtocol):
         if self.inflight >= self.limits.max_inflight:
             self.channel.reply_error(frame, Status.TOO_MANY_REQUESTS, "too many requests in flight")
             return inline
-        if mt is M.HEALTH_CHECK:
+        if mt is _HEALTH_CHECK:
             self.inflight += 1
             self.submit(self.server._read_pool, self.server.memory.stats, frame, self.health)
             return inline
         peer = self.peer
         assert peer is not None  # requests only arrive after the hello
-        if mt is M.SESSION_BEGIN or (
-            inline > 0 and mt is M.MEMORY_READ and _small_id_read(frame.payload)
+        if mt is _SESSION_BEGIN or (
+            inline > 0 and mt is _MEMORY_READ and _small_id_read(frame.payload)
         ):
             self.answer(frame, self.run_inline(frame, peer))
             return inline - 1

@@ -37,6 +37,7 @@ MAX_HOPS = 8  # SYNC_PUSH relayed further than this is taken for a loop (508)
 _WORK_SESSION = re.compile(r"S-\d{8}-\d{6}-[0-9a-f]{6}")
 
 M = MsgType
+_READ_RESPONSE = M.MEMORY_READ_RESPONSE  # a global: EnumType.__getattr__ slows `M.X`
 # Requests that change the store: run one at a time on the write thread.
 WRITES = frozenset({M.MEMORY_WRITE, M.MEMORY_INVALIDATE, M.SYNC_PUSH, M.QEF_SIGNAL,
                     M.KNOWLEDGE_DISTILL})
@@ -161,7 +162,7 @@ class NodeService:
         else:
             amfs, extra = self._read_amql(p["amql"], peer)
         results, tokens, truncated = bounded(amfs, self.max_payload)
-        return Reply(M.MEMORY_READ_RESPONSE, {
+        return Reply(_READ_RESPONSE, {
             "results": results,
             "total_tokens": tokens,
             "cache_hits": len(results),  # everything is served from this node (tier 0)

@@ -19,6 +19,9 @@ from amcp.wire.encoder import pack_payload
 WEEK = 7 * 86400
 # Room left in a reply frame for its own keys (status, ref_seq, timings...).
 ENVELOPE = 4096
+# Enum members as globals on the per-request path: EnumType.__getattr__ makes `M.X` a slow
+# lookup in Python 3.11 (see amcp.session.session).
+_ARCHIVED, _NO_DECAY = Lifecycle.ARCHIVED, DecayType.NONE
 
 
 def iso(ts: float | None) -> str | None:
@@ -62,9 +65,9 @@ def x_state(memory: Memory, item: StoredRecord, now: float) -> dict[str, Any]:
     assert record is not None
     state = item.state
     decay = record.meta.decay_model
-    if state.lifecycle is Lifecycle.ARCHIVED:
+    if state.lifecycle is _ARCHIVED:
         decay_status = "expired"
-    elif decay is None or decay.type is DecayType.NONE:
+    elif decay is None or decay.type is _NO_DECAY:
         decay_status = "none"
     else:
         decay_status = "decaying"

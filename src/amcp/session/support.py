@@ -10,6 +10,7 @@ from typing import Any, Protocol
 from amcp.session.state import SessionState, Timeouts
 
 S = SessionState
+_SYNCING = S.SYNCING  # a global: EnumType.__getattr__ slows `S.X` (amcp.session.session)
 
 
 class CausalClock(Protocol):
@@ -60,7 +61,7 @@ def deadline(
     sync_started: float | None,
 ) -> float | None:
     """The monotonic time at which ``state``'s timer fires, or None for untimed states."""
-    if state is S.SYNCING:
+    if state is _SYNCING:
         assert sync_started is not None  # SYNCING is only entered with a stream
         return sync_started + t.syncing
     timed = _TIMED.get(state)
