@@ -80,3 +80,43 @@ def test_iso_matches_datetime_formatting() -> None:
     for ts in values + values[::-1]:  # the second cache is hit and missed both ways
         assert iso(ts) == reference(ts), ts
     assert iso(None) is None
+
+
+def test_amf_out_sized_reports_the_packed_size(tmp_path: Path) -> None:
+    """bounded() counts bytes and tokens from these sizes instead of packing each result
+    again, so they must be exactly what MessagePack makes of the dict."""
+    from amcp.node.views import amf_out_sized, bounded
+    from amcp.wire.encoder import pack_payload
+
+    mem = make_memory(tmp_path)
+    try:
+        ids = [
+            mem.remember("plain record", scope="team:a").knowledge_id,
+            mem.remember("record with its own vendor data", scope="team:a", ttl=3600).knowledge_id,
+            mem.remember("secret record é ü", scope="team:a", sensitive=True).knowledge_id,
+            mem.remember("x" * 5000, scope="team:a").knowledge_id,
+        ]
+        items = mem.read(ids)
+        assert any(i.record is not None and i.record.vendor_extensions for i in items)
+        cache = AmfCache()
+        now = time.time()
+        for cached in (cache, None, cache):  # built, uncached, then served from the cache
+            outs = [amf_out_sized(mem, item, now, cached) for item in items]
+            for amf, size in outs:
+                assert size == len(pack_payload(amf))
+            amfs, sizes = [a for a, _ in outs], [s for _, s in outs]
+            for limit in (10 << 20, 4096 + 600, 4096 + 9000):
+                assert bounded(amfs, limit, sizes) == bounded(amfs, limit)
+    finally:
+        mem.close()
+
+
+def test_map_header_size_follows_msgpack() -> None:
+    import msgpack
+
+    from amcp.node.views import _map_header_size
+
+    for n in (0, 1, 15, 16, 17, 0xFFFF, 0x10000):
+        packed = msgpack.packb({str(i): None for i in range(n)})
+        body = sum(len(msgpack.packb(str(i))) + 1 for i in range(n))
+        assert len(packed) - body == _map_header_size(n), n

@@ -26,7 +26,13 @@ from amcp.errors import (
 )
 from amcp.memory import MAX_K, Memory, WriteOutcome
 from amcp.node import amql_ops
-from amcp.node.views import AmfCache, ack_payload, amf_out, bounded, new_work_session_id
+from amcp.node.views import (
+    AmfCache,
+    ack_payload,
+    amf_out_sized,
+    bounded,
+    new_work_session_id,
+)
 from amcp.session import AccessPolicy, Mode, Principal
 from amcp.sync import apply_changes, pull_changes
 from amcp.wire import Frame, MsgType
@@ -155,13 +161,17 @@ class NodeService:
         started = time.perf_counter()
         now = time.time()
         extra: dict[str, Any] = {}
+        # Packed sizes of the results, known without packing them again (amf_out_sized).
+        sizes: list[int] = []
         if given[0] == "ids":
-            amfs, extra = self._read_ids(p["ids"], peer, now)
+            amfs, extra = self._read_ids(p["ids"], peer, now, sizes)
         elif given[0] == "query":
-            amfs, extra = self._recall(p, peer, now)
+            amfs, extra = self._recall(p, peer, now, sizes)
         else:
             amfs, extra = self._read_amql(p["amql"], peer)
-        results, tokens, truncated = bounded(amfs, self.max_payload)
+        results, tokens, truncated = bounded(
+            amfs, self.max_payload, sizes if given[0] != "amql" else None
+        )
         return Reply(_READ_RESPONSE, {
             "results": results,
             "total_tokens": tokens,
@@ -173,7 +183,7 @@ class NodeService:
         })
 
     def _read_ids(
-        self, ids: Any, peer: Peer, now: float
+        self, ids: Any, peer: Peer, now: float, sizes: list[int]
     ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
         if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
             raise ValidationError("ids", "must be a list of knowledge ids")
@@ -189,11 +199,13 @@ class NodeService:
             ):
                 missing.append(kid)
             else:
-                amfs.append(amf_out(self.memory, item, now, self.amf_cache))
+                amf, size = amf_out_sized(self.memory, item, now, self.amf_cache)
+                amfs.append(amf)
+                sizes.append(size)
         return amfs, ({"missing": missing} if missing else {})
 
     def _recall(
-        self, p: Mapping[str, Any], peer: Peer, now: float
+        self, p: Mapping[str, Any], peer: Peer, now: float, sizes: list[int]
     ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
         query, k, filters = p["query"], p.get("k", 10), p.get("filters") or {}
         if not isinstance(filters, Mapping):
@@ -217,7 +229,9 @@ class NodeService:
             item = hit.item
             if item.record is None or not self.readable(peer, item.record.meta.project_scope):
                 continue
-            amfs.append(amf_out(self.memory, item, now, self.amf_cache))
+            amf, size = amf_out_sized(self.memory, item, now, self.amf_cache)
+            amfs.append(amf)
+            sizes.append(size)
             scores.append(round(float(hit.score), 6))
         return amfs, {"scores": scores}
 

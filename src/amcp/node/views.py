@@ -10,6 +10,8 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+import msgpack
+
 from amcp.amf.record import AMFRecord
 from amcp.amf.types import DecayType, Lifecycle
 from amcp.memory import Memory, WriteOutcome
@@ -91,38 +93,79 @@ class AmfCache:
     redacted view, a re-decoded record, anything else is rebuilt. The dicts are shared
     between replies and must not be mutated — :func:`amf_out` copies the top level and
     replaces ``vendor_extensions``, the only part it changes.
+
+    Each entry also keeps the MessagePack size of the dict's fields other than
+    ``vendor_extensions``, so a reply's byte and token counts (:func:`bounded`) need only
+    pack the part :func:`amf_out` changes instead of the whole record again.
     """
 
     __slots__ = ("_entries", "size")
 
     def __init__(self, size: int = 4096) -> None:
         self.size = size
-        self._entries: dict[str, tuple[AMFRecord, dict[str, Any]]] = {}
+        self._entries: dict[str, tuple[AMFRecord, dict[str, Any], int]] = {}
 
     def to_dict(self, record: AMFRecord) -> dict[str, Any]:
+        return self.entry(record)[0]
+
+    def entry(self, record: AMFRecord) -> tuple[dict[str, Any], int]:
+        """The record's dict and the packed size of its fields but ``vendor_extensions``."""
         entries = self._entries
         hit = entries.get(record.knowledge_id)
         if hit is not None and hit[0] is record:
-            return hit[1]
+            return hit[1], hit[2]
         built = record.to_dict()
+        rest = _fields_size(built)
         if len(entries) >= self.size:
             # Oldest first; reads may run on several pool threads, so tolerate a race.
             with contextlib.suppress(KeyError, RuntimeError, StopIteration):
                 del entries[next(iter(entries))]
-        entries[record.knowledge_id] = (record, built)
-        return built
+        entries[record.knowledge_id] = (record, built, rest)
+        return built, rest
+
+
+_EXT = "vendor_extensions"
+_EXT_KEY_SIZE = len(msgpack.packb(_EXT))
+
+
+def _map_header_size(n: int) -> int:
+    """Bytes of a MessagePack map header for ``n`` entries (fixmap, map16, map32)."""
+    return 1 if n < 16 else 3 if n < 0x10000 else 5
+
+
+def _fields_size(amf: Mapping[str, Any]) -> int:
+    """Packed bytes of ``amf``'s key/value pairs other than ``vendor_extensions``, without
+    the map header: a map's encoding is its header followed by each key and value, so
+    sizes of disjoint parts add up."""
+    rest = {k: v for k, v in amf.items() if k != _EXT}
+    if not rest:
+        return 0
+    return len(pack_payload(rest)) - _map_header_size(len(rest))
 
 
 def amf_out(
     memory: Memory, item: StoredRecord, now: float, cache: AmfCache | None = None
 ) -> dict[str, Any]:
+    return amf_out_sized(memory, item, now, cache)[0]
+
+
+def amf_out_sized(
+    memory: Memory, item: StoredRecord, now: float, cache: AmfCache | None = None
+) -> tuple[dict[str, Any], int]:
+    """:func:`amf_out` and the MessagePack size of the dict it returns."""
     record = item.record
     assert record is not None
-    amf = dict(cache.to_dict(record)) if cache is not None else record.to_dict()
-    ext = dict(amf.get("vendor_extensions") or {})
+    if cache is not None:
+        cached, rest = cache.entry(record)
+        amf = dict(cached)
+    else:
+        amf = record.to_dict()
+        rest = _fields_size(amf)
+    ext = dict(amf.get(_EXT) or {})
     ext["x-state"] = x_state(memory, item, now)
-    amf["vendor_extensions"] = ext
-    return amf
+    amf[_EXT] = ext
+    fields = len(amf) - 1  # those counted in rest
+    return amf, _map_header_size(fields + 1) + rest + _EXT_KEY_SIZE + len(pack_payload(ext))
 
 
 def tokens_of(amf: Mapping[str, Any]) -> int:
@@ -131,18 +174,20 @@ def tokens_of(amf: Mapping[str, Any]) -> int:
 
 
 def bounded(
-    amfs: Sequence[dict[str, Any]], max_bytes: int
+    amfs: Sequence[dict[str, Any]], max_bytes: int, sizes: Sequence[int] | None = None
 ) -> tuple[list[dict[str, Any]], int, bool]:
     """As many results as fit one reply frame: (results, total_tokens, truncated).
 
     The node never fragments its replies; a reply that would not fit is truncated and says
-    so (``truncated``/``more``), and the client asks again for the rest.
+    so (``truncated``/``more``), and the client asks again for the rest. ``sizes``, when
+    given, are the MessagePack sizes of ``amfs`` (from :func:`amf_out_sized`); otherwise
+    each result is packed to measure it.
     """
     budget = max(max_bytes - ENVELOPE, 1)
     out: list[dict[str, Any]] = []
     size = tokens = 0
-    for amf in amfs:
-        cost = len(pack_payload(amf))
+    for i, amf in enumerate(amfs):
+        cost = sizes[i] if sizes is not None else len(pack_payload(amf))
         if out and size + cost > budget:
             return out, tokens, True
         size += cost
