@@ -75,6 +75,7 @@ def test_upgrade_from_schema_2_backfills_the_event_index(tmp_path: Path) -> None
     db.execute("DROP INDEX records_ranked_kind")
     db.execute("DROP TABLE scope_terms")  # and migration 6
     db.execute("DROP TABLE scope_sizes")
+    db.execute("DROP TABLE term_peaks")  # and migration 7
     db.execute("PRAGMA user_version=2")
     db.close()
     m = Memory(tmp_path / "m.db", embedder="hashing")

@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import random
 import sqlite3
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pytest
 
 from amcp.memory import Memory
 from amcp.retrieval.lexical import build_match
-from amcp.store import fts_rank
+from amcp.store import fts_rank, termpeaks
 from amcp.store.base import RecordFilter
+from amcp.store.fts_rank import TermCounts
 from amcp.store.sqlite import SQLiteStore
 
 COMMON = ["rate", "limit", "retry", "backoff", "pool"]
@@ -212,3 +214,47 @@ def test_term_counts_kept_are_bounded(tmp_path: Path, monkeypatch: pytest.Monkey
         for terms in (["alpha", "beta"], ["gamma", "delta"], ["alpha", "delta"]):
             assert store.term_doc_freq(terms)[0] == dict.fromkeys(terms, 1)
             assert len(store._vocab_kept[1]) <= 3
+
+
+def _with_ceilings(db: sqlite3.Connection) -> Callable[[Sequence[str]], dict[str, TermCounts]]:
+    """The table's counts plus the ceilings ``termpeaks`` keeps (computed over its rows)."""
+    peaks = termpeaks.count(db.execute("SELECT terms, context FROM records_fts")).top
+    plain = fts_rank._vocab(db)
+    return lambda terms: {
+        t: TermCounts(c.docs, c.instances, *peaks.get(t, (-1, -1)))
+        for t, c in plain(terms).items()
+    }
+
+
+@pytest.mark.usefixtures("eager")
+@pytest.mark.parametrize("weight", [0.5, 1.0, 0.0])
+def test_ceilings_keep_the_page_exact_and_skip_more(weight: float) -> None:
+    db = _table(3000)
+    floor = _floor(db)
+    vocabs = {"without": None, "with": _with_ceilings(db)}
+    asked = dict.fromkeys(["plain", *vocabs], 0)
+    who = ["plain"]
+
+    def count(sql: str) -> None:
+        if "ORDER BY score" in sql:  # one statement per part (or the plain query)
+            asked[who[0]] += 1
+
+    db.set_trace_callback(count)
+    for terms in QUERIES:
+        match = build_match(terms)
+        for n in (1, 10, 50, 200):
+            who[0] = "plain"
+            plain = db.execute(fts_rank.PLAIN_SQL, [weight, match, n]).fetchall()
+            for name, vocab in vocabs.items():
+                who[0] = name
+                got = fts_rank.ranked(db, match, n, (1.0, weight), lambda _c: floor, vocab)
+                if got is not None:
+                    assert got == plain, (terms, n, name)  # same rows, scores, order
+    db.set_trace_callback(None)
+    assert asked["with"] < asked["without"]  # tighter bounds: fewer parts asked
+
+
+def test_term_counts_most() -> None:
+    assert TermCounts(10, 40).most((1.0, 0.5)) == 31  # every other instance in one row
+    assert TermCounts(10, 40, 2, 1).most((1.0, 0.5)) == 2.5
+    assert TermCounts(10, 12, 9, 9).most((1.0, 1.0)) == 3  # the cheaper bound wins

@@ -203,6 +203,7 @@ def _at_version_5(path: Path) -> None:
     db = sqlite3.connect(path, isolation_level=None)
     db.execute("DROP TABLE scope_terms")
     db.execute("DROP TABLE scope_sizes")
+    db.execute("DROP TABLE term_peaks")  # migration 7 reruns after 6
     db.execute("PRAGMA user_version=5")
     db.close()
 

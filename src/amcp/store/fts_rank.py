@@ -31,6 +31,8 @@ import sqlite3
 from collections.abc import Callable, Sequence
 from itertools import combinations
 
+from amcp.lean import NamedTuple
+
 # FTS5's bm25() constants (fts5_aux.c); not configurable there either.
 K1 = 1.2
 B = 0.75
@@ -82,6 +84,24 @@ def scoped_sql(scopes: int) -> str:
         f"WHERE s.scope IN ({marks}) AND s.rid = records_fts.rowid) "
         "ORDER BY score, rowid LIMIT ?"
     )
+
+
+class TermCounts(NamedTuple):
+    """What the bound needs of one term: FTS5's document and instance counts, and its
+    largest count in one row per column (``amcp.store.termpeaks``; -1: not known)."""
+
+    docs: int
+    instances: int
+    peak_own: int = -1
+    peak_ctx: int = -1
+
+    def most(self, weights: tuple[float, float]) -> float:
+        """Largest weighted frequency the term can have in one row. Without ceilings, one
+        row holds at most every instance the other holders do not."""
+        most = (self.instances - self.docs + 1) * max(weights)
+        if self.peak_own >= 0:
+            most = min(most, self.peak_own * weights[0] + self.peak_ctx * weights[1])
+        return most
 
 
 def or_terms(match: str) -> list[str] | None:
@@ -164,13 +184,13 @@ def shortest_row(db: sqlite3.Connection, after_rowid: int, columns: int) -> int:
     return max(bound, 0)
 
 
-def _vocab(db: sqlite3.Connection) -> Callable[[Sequence[str]], dict[str, tuple[int, int]]]:
-    def lookup(terms: Sequence[str]) -> dict[str, tuple[int, int]]:
+def _vocab(db: sqlite3.Connection) -> Callable[[Sequence[str]], dict[str, TermCounts]]:
+    def lookup(terms: Sequence[str]) -> dict[str, TermCounts]:
         marks = ",".join("?" * len(terms))
         rows = db.execute(
             f"SELECT term, doc, cnt FROM records_fts_vocab WHERE term IN ({marks})", list(terms)
         ).fetchall()
-        return {t: (int(d), int(c)) for t, d, c in rows}
+        return {t: TermCounts(int(d), int(c)) for t, d, c in rows}
 
     return lookup
 
@@ -181,13 +201,13 @@ def ranked(
     n: int,
     weights: tuple[float, float],
     shortest: Callable[[int], int],
-    vocab: Callable[[Sequence[str]], dict[str, tuple[int, int]]] | None = None,
+    vocab: Callable[[Sequence[str]], dict[str, TermCounts]] | None = None,
 ) -> list[tuple[int, float]] | None:
     """The best ``n`` ``(rowid, bm25)`` of ``match`` (bm25 lower-is-better, ties by rowid),
     exactly as ``PLAIN_SQL`` gives them, or None where pruning is not worth it (the caller
     then runs ``PLAIN_SQL``). ``shortest(columns)`` bounds the rows' token counts from below
     (``shortest_row`` over the table, cached by the caller; 0 is always safe);
-    ``vocab(terms)`` gives each known term's ``(documents, instances)``."""
+    ``vocab(terms)`` gives each known term's counts (without ceilings by default)."""
     terms = or_terms(match)
     if terms is None or not 2 <= len(terms) <= MAX_TERMS or len(set(terms)) != len(terms):
         return None
@@ -205,16 +225,13 @@ def ranked(
     stats = (vocab or _vocab(db))(terms)
     if len(stats) != len(terms):  # a term FTS5 would tokenise differently: not ours to bound
         return None
-    if sum(d for d, _c in stats.values()) < MIN_MATCHES:
+    if sum(c.docs for c in stats.values()) < MIN_MATCHES:
         return None
     avgdl = tokens / rows
     floor = shortest(len(totals) - 1)
-    wmax = max(weights)
-    bound = {}
-    for t, (doc, cnt) in stats.items():
-        # One row holds at most every instance the other holders do not.
-        most = (cnt - doc + 1) * wmax
-        bound[t] = term_bound(idf(rows, doc), most, floor, avgdl)
+    bound = {
+        t: term_bound(idf(rows, c.docs), c.most(weights), floor, avgdl) for t, c in stats.items()
+    }
     # Term sets, best bound first; ties keep the larger sets first (cheaper AND parts).
     parts = [
         (sum(bound[t] for t in held), held)
@@ -228,7 +245,7 @@ def ranked(
     # at most its rarest term's count. A one-term part walks that term's whole doclist.
     # Pruning gives up (the plain query answers) before its parts would cost MAX_SPEND of
     # the plain query, so a query it cannot help costs little more than before.
-    share = {t: min(doc / rows, 1.0) for t, (doc, _c) in stats.items()}
+    share = {t: min(c.docs / rows, 1.0) for t, c in stats.items()}
     budget = MAX_SPEND * rows * (1.0 - math.prod(1.0 - p for p in share.values()))
     together = 1.0
     spent = 0.0
@@ -242,9 +259,9 @@ def ranked(
         guess = rows * math.prod(share[t] for t in held)
         guess *= math.prod(1.0 - share[t] for t in lacked)
         if len(held) == 1:
-            cost = float(stats[held[0]][0])
+            cost = float(stats[held[0]].docs)
         else:
-            cost = min(guess * together, *(stats[t][0] for t in held))
+            cost = min(guess * together, *(stats[t].docs for t in held))
         spent += cost
         if asked == MAX_PARTS or (asked and spent > budget):
             return None

@@ -9,7 +9,7 @@ from __future__ import annotations
 import sqlite3
 
 from amcp.lean import TYPE_CHECKING
-from amcp.store import termstats
+from amcp.store import termpeaks, termstats
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -129,12 +129,25 @@ MIGRATIONS: tuple[str, ...] = (
         tokens INTEGER NOT NULL
     );
     """,
+    # 7: per-term frequency ceilings (largest count in one row, per FTS column), so pruned
+    # BM25 can bound a term's share of a row's score tightly (amcp.store.termpeaks;
+    # backfilled below). The empty term holds the slack for text FTS5 may split otherwise.
+    """
+    CREATE TABLE term_peaks (
+        term TEXT PRIMARY KEY,
+        own  INTEGER NOT NULL,
+        ctx  INTEGER NOT NULL
+    );
+    """,
 )
 
 # Python run after a migration's SQL, in the same transaction: a backfill that needs what
 # SQL cannot do (tokens of the stored text), so a crash never leaves a migrated store with
 # its new tables empty.
-BACKFILLS: dict[int, Callable[[sqlite3.Connection], None]] = {6: termstats.backfill}
+BACKFILLS: dict[int, Callable[[sqlite3.Connection], None]] = {
+    6: termstats.backfill,
+    7: termpeaks.backfill,
+}
 
 SCHEMA_VERSION = len(MIGRATIONS)
 

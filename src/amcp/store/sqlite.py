@@ -33,7 +33,7 @@ from amcp.errors import (
     StoreError,
 )
 from amcp.keyring import Keyring, Witness
-from amcp.store import termstats
+from amcp.store import termpeaks, termstats
 from amcp.store.base import (
     Change,
     ChangeOp,
@@ -384,6 +384,7 @@ class SQLiteStore(IndexReads, AccessStats):
             db.executemany("INSERT OR IGNORE INTO record_tags(rid, tag) VALUES (?,?)", tags)
             db.executemany("INSERT OR IGNORE INTO record_events(rid, event) VALUES (?,?)", events)
             db.executemany("INSERT INTO records_fts(rowid, terms, context) VALUES (?,?,?)", lexical)
+            termpeaks.count((t, c) for _r, t, c in lexical).apply(db)
             db.executemany("INSERT INTO vectors(rowid, vec) VALUES (?,?)", vectors)
             counts.apply(db)
         return results
@@ -483,7 +484,12 @@ class SQLiteStore(IndexReads, AccessStats):
                 " created_by=NULL, kind=NULL WHERE rowid=?",
                 (hlc, reason, rowid),
             )
+            fts = self._db.execute(
+                "SELECT terms, context FROM records_fts WHERE rowid=?", (rowid,)
+            ).fetchone()
             self._db.execute("DELETE FROM records_fts WHERE rowid=?", (rowid,))
+            if fts is not None:
+                termpeaks.forget_gone(self._db, *fts)
             self._db.execute("DELETE FROM vectors WHERE rowid=?", (rowid,))
             self._db.execute("DELETE FROM record_tags WHERE rid=?", (rowid,))
             self._db.execute("DELETE FROM record_events WHERE rid=?", (rowid,))

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from amcp.amf.types import KnowledgeType
 from amcp.errors import StoreError
-from amcp.store import fts_rank, termstats
+from amcp.store import fts_rank, termpeaks, termstats
 from amcp.store.base import RecordFilter, RecordState, StateRow, StoreStats
 from amcp.store.schema import SCHEMA_VERSION
 from amcp.store.sqlfilter import where_clause
@@ -35,6 +35,7 @@ def _marks(n: int) -> str:
 
 # Distinct terms whose FTS statistics are kept between recalls (see ``_term_stats``).
 _VOCAB_KEEP = 4096
+_ABSENT = fts_rank.TermCounts(0, 0)
 # Row states ``raw_bodies`` keeps for reuse: a pack reads ~120 rows, most of them every time.
 _RAW_STATES_KEEP = 8192
 _ROWIDS_KEEP = 65536  # knowledge id -> row id pairs kept for raw_bodies (~150 bytes each)
@@ -59,7 +60,7 @@ class IndexReads:
     # added with rowids above every existing one, or deleted, so the scan is incremental.
     _fts_floor: tuple[int, int] = (0, 1 << 30)
     # The last term statistics looked up, and the index state they were taken at.
-    _vocab_kept: tuple[object, dict[str, tuple[int, int]]] = (None, {})
+    _vocab_kept: tuple[object, dict[str, fts_rank.TermCounts]] = (None, {})
 
     # -- states without decoding a body ------------------------------------------------
 
@@ -274,10 +275,10 @@ class IndexReads:
         with self._lock:
             stats = self._term_stats(terms)
             total = self._db.execute("SELECT MAX(rowid) FROM records_fts").fetchone()[0]
-        return {t: d for t, (d, _c) in stats.items()}, int(total or 0)
+        return {t: c.docs for t, c in stats.items()}, int(total or 0)
 
-    def _term_stats(self, terms: Sequence[str]) -> dict[str, tuple[int, int]]:
-        """``(documents, instances)`` of each known term; call locked.
+    def _term_stats(self, terms: Sequence[str]) -> dict[str, fts_rank.TermCounts]:
+        """Documents, instances and per-row ceilings of each known term; call locked.
 
         FTS5 counts them by walking each term's doclist (a millisecond for a common term at
         100k), and a recall asks twice (``term_doc_freq``, then ``fts_rank``). The words
@@ -286,7 +287,7 @@ class IndexReads:
         unchanged: its row totals and largest rowid say so, and both move with every
         committed insert or delete. In a transaction nothing is kept or reused."""
         stamp = None
-        kept: dict[str, tuple[int, int]] = {}
+        kept: dict[str, fts_rank.TermCounts] = {}
         if not self._db.in_transaction:
             stamp = (
                 self._db.execute("SELECT block FROM records_fts_data WHERE id = 1").fetchone(),
@@ -296,10 +297,11 @@ class IndexReads:
             if stamp != kept_stamp:
                 kept = {}
         missing = [t for t in dict.fromkeys(terms) if t not in kept]
-        found: dict[str, tuple[int, int]] = {}
+        found: dict[str, fts_rank.TermCounts] = {}
         if missing:
+            peaks = termpeaks.read(self._db, missing)
             found = {
-                t: (int(d), int(c))
+                t: fts_rank.TermCounts(int(d), int(c), *peaks.get(t, (-1, -1)))
                 for t, d, c in self._db.execute(
                     f"SELECT term, doc, cnt FROM records_fts_vocab WHERE term IN "
                     f"({_marks(len(missing))})",
@@ -310,10 +312,10 @@ class IndexReads:
             return found
         if len(kept) + len(missing) > _VOCAB_KEEP:
             kept = {}
-        for t in missing:  # absent terms kept as (0, 0): known absent
-            kept[t] = found.get(t, (0, 0))
+        for t in missing:  # absent terms kept with no documents: known absent
+            kept[t] = found.get(t, _ABSENT)
         self._vocab_kept = (stamp, kept)
-        return {t: kept[t] for t in terms if kept[t][0]}
+        return {t: kept[t] for t in terms if kept[t].docs}
 
     def scope_term_stats(self, scopes: Sequence[str], terms: Sequence[str]) -> TermStats:
         """Active records of ``scopes`` (plus '*'): how many contain each of ``terms``, how
