@@ -313,7 +313,7 @@ def test_query_embedding_overlapped_gives_the_sequential_result(tmp_path: Path) 
             [(h.knowledge_id, h.score) for h in mem.searcher.search(q, f, 10, now=2e9)]
             for q in queries for f in flts
         ]
-        assert set(emb.threads) == {"amcp-query-embed_0"}  # one long-lived worker
+        assert set(emb.threads) == {"amcp-recall-vector_0"}  # one long-lived worker
         emb.overlap_query = False  # type: ignore[misc]
         emb.threads.clear()
         sequential = [
@@ -331,7 +331,7 @@ def test_query_embedding_overlapped_gives_the_sequential_result(tmp_path: Path) 
         emb.fail = False
         emb.threads.clear()
         assert mem.searcher.search("kafka", RecordFilter(), 5)
-        assert emb.threads == ["amcp-query-embed_0"]
+        assert emb.threads == ["amcp-recall-vector_0"]
     assert mem.searcher._pool is None  # close() shut the worker down
 
 
@@ -344,6 +344,46 @@ def test_query_embedding_inline_when_the_worker_is_busy(tmp_path: Path) -> None:
         with mem.searcher._pool_busy:  # another recall's embedding holds the worker
             assert mem.searcher.search("kafka", RecordFilter(), 5)
         assert emb.threads == [threading.current_thread().name]
+
+
+def test_index_search_runs_on_the_worker_for_an_embedder_holding_the_gil(
+    tmp_path: Path,
+) -> None:
+    """An embedder that holds the GIL embeds on the caller's thread; the index search (numpy,
+    outside the GIL) still overlaps the lexical search when the filter needs no SQL, and
+    the hits are those of the inline path (worker busy)."""
+    import threading
+
+    emb = _ThreadedHashing()
+    emb.overlap_query = False  # type: ignore[misc]
+    with Memory(tmp_path / "m.db", embedder=emb) as mem:  # type: ignore[arg-type]
+        _fill(mem, 300)
+        index = mem.searcher._ensure_index()
+        assert index is not None
+        searched: list[str] = []
+        plain = index.search
+
+        def search(*args: object, **kwargs: object) -> object:
+            searched.append(threading.current_thread().name)
+            return plain(*args, **kwargs)  # type: ignore[arg-type]
+
+        index.search = search  # type: ignore[method-assign]
+        flts = [RecordFilter(), RecordFilter(scopes=("team:1",))]
+        ahead = [
+            [(h.knowledge_id, h.score) for h in mem.searcher.search(q, f, 10, now=2e9)]
+            for q in ("kafka pooling", "redis service 3") for f in flts
+        ]
+        me = threading.current_thread().name
+        assert set(emb.threads) == {me}
+        # Unfiltered: the worker searched; scoped: the filtered search ran here.
+        assert searched == ["amcp-recall-vector_0", me] * 2
+        with mem.searcher._pool_busy:
+            inline = [
+                [(h.knowledge_id, h.score) for h in mem.searcher.search(q, f, 10, now=2e9)]
+                for q in ("kafka pooling", "redis service 3") for f in flts
+            ]
+        assert ahead == inline
+        assert any(ahead)
 
 
 def test_filter_rowids_matches_the_where_clause(tmp_path: Path) -> None:

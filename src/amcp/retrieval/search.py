@@ -41,6 +41,13 @@ if TYPE_CHECKING:  # numpy and the vector index load only when vectors are used
 
 _TRIVIAL = RecordFilter()
 log = logging.getLogger(__name__)
+# What the worker hands back: the query vector, and the index's hits when it searched.
+_Ahead = tuple["np.ndarray", list[tuple[int, float]] | None]
+
+
+def _unfiltered(flt: RecordFilter) -> bool:
+    """The index holds every live vector: only lifecycle 'active' alone needs no filter."""
+    return not flt.selective and flt.lifecycles in (None, (Lifecycle.ACTIVE,))
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,7 +140,7 @@ class HybridSearcher:
         self._saved: tuple[int, str] | None = None  # the head of the snapshot on disk
         self._ts_cache: dict[str, float] = {}
         # One long-lived worker embeds the query while this thread runs the lexical search
-        # (see ``_embed_ahead``); held while its one job is queued or running.
+        # (see ``_vector_ahead``); held while its one job is queued or running.
         self._pool: ThreadPoolExecutor | None = None
         self._pool_pid = 0  # a forked child has the pool object but not its thread
         self._pool_busy = threading.Lock()
@@ -295,11 +302,13 @@ class HybridSearcher:
         index = self._ensure_index()
         if index is None or len(index) == 0:
             return []
-        # The index holds every live vector: only lifecycle 'active' alone needs no filter.
-        if not flt.selective and flt.lifecycles in (None, (Lifecycle.ACTIVE,)):
+        if _unfiltered(flt):
             hits = index.search(vector, k)
         else:
             hits = self._filtered_vector_search(index, vector, flt, k)
+        return self._named(hits)
+
+    def _named(self, hits: list[tuple[int, float]]) -> list[tuple[str, float]]:
         names = self.store.ids_for_rowids([r for r, _ in hits])
         return [(names[r], s) for r, s in hits if r in names]
 
@@ -380,33 +389,53 @@ class HybridSearcher:
             return None
         return self.store.scope_term_stats(flt.scopes, terms)
 
-    def _embed_ahead(self, query: str) -> Future[np.ndarray] | None:
-        """Start embedding ``query`` on the searcher's worker thread, or None to embed it
-        inline: the embedder does not say it runs outside the GIL (``overlap_query``), or
-        the worker is already busy with another thread's recall.
+    def _vector_ahead(self, query: str, flt: RecordFilter, k: int) -> Future[_Ahead] | None:
+        """Start the vector side of a recall on the searcher's worker thread, or None to run
+        it inline after the lexical search.
 
-        A MiniLM query embedding (~10-14 ms of onnxruntime, which releases the GIL in
-        ``run()``) and the lexical search (SQLite, which releases it while stepping) then
-        run on the two cores at once instead of one after the other. One worker, not one
-        per recall: concurrent recalls gain nothing from more threads than cores, and a
-        recall that finds the worker busy embeds inline exactly as before."""
+        The worker embeds the query when the embedder runs outside the GIL
+        (``overlap_query``: a MiniLM query is ~7-14 ms of onnxruntime) and, when the filter
+        needs no SQL, also searches the index (numpy and faiss release the GIL too: ~3 ms
+        exact at 10k, the ANN at 100k). Meanwhile this thread runs the lexical search
+        (SQLite releases the GIL while stepping), so both sides run on the two cores at
+        once instead of one after the other. An embedder that holds the GIL (hashing, a
+        few hundred microseconds) embeds here first and hands only the index search over.
+        One worker, not one per recall: concurrent recalls gain nothing from more threads
+        than cores, and a recall that finds the worker busy runs inline exactly as before.
+        The index is caught up here, on the caller's thread: that reads the store."""
         embedder = self.embedder
-        if embedder is None or not getattr(embedder, "overlap_query", False):
+        if embedder is None:
             return None
+        overlap = bool(getattr(embedder, "overlap_query", False))
+        index = self._ensure_index() if _unfiltered(flt) else None
+        searchable = index is not None and len(index) > 0
+        if not overlap and not searchable:
+            return None  # nothing here runs outside the GIL
         if not self._pool_busy.acquire(blocking=False):
             return None
         try:
             if self._pool is None or self._pool_pid != os.getpid():
-                self._pool = ThreadPoolExecutor(1, thread_name_prefix="amcp-query-embed")
+                self._pool = ThreadPoolExecutor(1, thread_name_prefix="amcp-recall-vector")
                 self._pool_pid = os.getpid()
-            return self._pool.submit(self._embed_release, embedder, query)
+            qvec = None if overlap else embedder.embed_query(query)
+            return self._pool.submit(
+                self._vector_release, embedder, query, qvec, index if searchable else None, k
+            )
         except BaseException:
             self._pool_busy.release()
             raise
 
-    def _embed_release(self, embedder: Embedder, query: str) -> np.ndarray:
+    def _vector_release(
+        self,
+        embedder: Embedder,
+        query: str,
+        qvec: np.ndarray | None,
+        index: VectorIndex | None,
+        k: int,
+    ) -> _Ahead:
         try:
-            return embedder.embed_query(query)
+            vec = embedder.embed_query(query) if qvec is None else qvec
+            return vec, (index.search(vec, k) if index is not None else None)
         finally:
             self._pool_busy.release()
 
@@ -415,13 +444,17 @@ class HybridSearcher:
     ) -> list[Hit]:
         t = self.tuning
         pool = max(t.candidates, k)
-        ahead = self._embed_ahead(query)
+        ahead = self._vector_ahead(query, flt, pool)
         lexical_hits, common, read = self._lexical(query, flt, pool)
         lexical = [kid for kid, _ in lexical_hits]
         vector: list[tuple[str, float]] = []
-        if self.embedder is not None:
-            qvec = ahead.result() if ahead is not None else self.embedder.embed_query(query)
-            vector = self.vector_search(qvec, flt, pool)
+        if ahead is not None:
+            qvec, found = ahead.result()
+            vector = self._named(found) if found is not None else self.vector_search(
+                qvec, flt, pool
+            )
+        elif self.embedder is not None:
+            vector = self.vector_search(self.embedder.embed_query(query), flt, pool)
         fused = rrf(
             lexical, vector, lexical_weight=t.lexical_weight, vector_weight=t.vector_weight,
             k=t.rrf_k,
