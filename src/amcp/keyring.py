@@ -107,18 +107,11 @@ class Keyring:
 
     # -- witnesses of change-log heads --------------------------------------------------
 
-    def _witness_path(self, store_id: str) -> Path:
-        return self.directory / "witness" / f"{store_id}.head"
+    def _witness_path(self, store_id: str, kind: str = "head") -> Path:
+        return self.directory / "witness" / f"{store_id}.{kind}"
 
     def read_witness(self, store_id: str) -> Witness | None:
-        path = self._witness_path(store_id)
-        if not path.exists():
-            return None
-        try:
-            seq_text, head = path.read_text().split()
-            return Witness(int(seq_text), head)
-        except ValueError as exc:
-            raise IntegrityError(f"witness file {path} is malformed") from exc
+        return self._read_mark(self._witness_path(store_id))
 
     def write_witness(self, store_id: str, witness: Witness) -> None:
         """Overwrite the witness in place: one fixed-width write, no fsync, no rename.
@@ -128,10 +121,31 @@ class Keyring:
         the last commits; it never refuses a good store. One write below a disk sector does
         not tear in practice, and the fixed width means no stale tail can remain.
         """
-        path = self._witness_path(store_id)
+        self._write_mark(self._witness_path(store_id), witness)
+
+    def read_verified(self, store_id: str) -> Witness | None:
+        """How far an open of this store last walked the change log and found it intact
+        (``SQLiteStore.verify(incremental=True)``); None if never."""
+        return self._read_mark(self._witness_path(store_id, "verified"))
+
+    def write_verified(self, store_id: str, mark: Witness) -> None:
+        self._write_mark(self._witness_path(store_id, "verified"), mark)
+
+    @staticmethod
+    def _read_mark(path: Path) -> Witness | None:
+        if not path.exists():
+            return None
+        try:
+            seq_text, head = path.read_text().split()
+            return Witness(int(seq_text), head)
+        except ValueError as exc:
+            raise IntegrityError(f"witness file {path} is malformed") from exc
+
+    @staticmethod
+    def _write_mark(path: Path, mark: Witness) -> None:
         if not path.parent.is_dir():
             path.parent.mkdir(exist_ok=True, mode=0o700)
-        line = f"{witness.seq} {witness.head}".ljust(_WITNESS_WIDTH - 1) + "\n"
+        line = f"{mark.seq} {mark.head}".ljust(_WITNESS_WIDTH - 1) + "\n"
         fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o600)
         try:
             os.pwrite(fd, line.encode("ascii"), 0)

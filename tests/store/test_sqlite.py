@@ -151,3 +151,61 @@ def test_key_files_are_private(tmp_path: Path) -> None:
     s.close()
     key = tmp_path / "keys" / "node.ed25519.pem"
     assert key.stat().st_mode & 0o077 == 0
+
+
+def test_open_walks_only_the_links_after_the_last_verified_open(tmp_path: Path) -> None:
+    s = open_at(tmp_path)
+    for i in range(5):
+        s.put(rec(f"record {i}"), hlc=i + 1)
+    s.close()
+    s = open_at(tmp_path)  # walks all 5 and marks them
+    assert s.verify(incremental=True).walked == 0
+    s.put(rec("record 5"), hlc=6)
+    again = s.verify(incremental=True)
+    assert (again.ok, again.walked, again.checked_changes) == (True, 1, 6)
+    assert s.verify().walked == 6  # without the mark: the whole log, as `amcp verify`
+    s.close()
+
+
+@pytest.mark.parametrize(
+    "attack",
+    [
+        "DELETE FROM changes WHERE seq=2",
+        "UPDATE changes SET seq=seq+10 WHERE seq=1",
+        "UPDATE changes SET hlc=hlc+1 WHERE seq=4",  # after the mark: walked
+        "UPDATE changes SET hash='00' WHERE seq=3",  # the marked entry itself: a whole walk
+    ],
+)
+def test_tampering_is_still_refused_on_open_after_a_verified_open(
+    tmp_path: Path, attack: str
+) -> None:
+    _store_with_three(tmp_path)
+    open_at(tmp_path).close()  # marks 1..3 verified
+    s = open_at(tmp_path)
+    s.put(rec("four"), hlc=4)
+    s.close()
+    db = raw(tmp_path)
+    for stmt in attack.split("; "):
+        db.execute(stmt)
+    db.close()
+    with pytest.raises(IntegrityError, match="integrity check"):
+        open_at(tmp_path)
+
+
+@pytest.mark.parametrize(
+    "attack",
+    ["UPDATE changes SET hlc=hlc+1 WHERE seq=1", "UPDATE changes SET hash='00' WHERE seq=1"],
+)
+def test_an_edit_inside_the_verified_prefix_is_left_to_the_full_walk(
+    tmp_path: Path, attack: str
+) -> None:
+    """What the incremental open gives up, and where it is caught: an entry before the
+    mark edited in place (the marked entry itself unchanged)."""
+    _store_with_three(tmp_path)
+    open_at(tmp_path).close()
+    raw(tmp_path).execute(attack)
+    s = open_at(tmp_path)
+    report = s.verify()
+    assert not report.ok
+    assert "change 1" in report.problems[0] or "change 2" in report.problems[0]
+    s.close()

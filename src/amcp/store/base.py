@@ -206,8 +206,10 @@ class StoreStats:
 @dataclass(frozen=True, slots=True)
 class IntegrityReport:
     ok: bool
-    checked_changes: int
+    checked_changes: int  # the log's length as checked (its last seq)
     problems: tuple[str, ...]
+    head: str = ""  # the chain hash at ``checked_changes`` when ok
+    walked: int = 0  # links recomputed: all of them, or those after a verified mark
 
 
 class Store(Protocol):
