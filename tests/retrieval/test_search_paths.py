@@ -80,6 +80,34 @@ def test_lexical_fast_path_equals_join(tmp_path: Path) -> None:
         assert store.search_lexical('"nosuchterm"', flt, 10) == []
 
 
+def test_broad_lexical_page_is_shallow_until_too_few_pass(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A broad filter asks the ranking for the head it checks first (k + k/2 + 8 rows) and
+    for the full probe only when too few of that head pass."""
+    with Memory(tmp_path / "m.db", embedder="hashing") as mem:
+        _fill(mem, 400)
+        store = mem.store
+        assert isinstance(store, SQLiteStore)
+        asked: list[int] = []
+        plain = store._ranked
+
+        def ranked(terms: str, n: int, weight: float) -> list[tuple[int, float]]:
+            asked.append(n)
+            return plain(terms, n, weight)
+
+        monkeypatch.setattr(store, "_ranked", ranked)
+        terms, flt = build_match(["postgr", "pool"]), RecordFilter(now=1e9)
+        first = store.search_lexical(terms, flt, 10)
+        assert asked == [10 + 5 + 8] and len(first) == 10
+        for kid, _s in store.search_lexical(terms, flt, 20):
+            mem.invalidate(kid, "stale")
+        asked.clear()
+        got = store.search_lexical(terms, flt, 10)
+        assert asked == [23, 200]
+        assert got == _joined(store, terms, flt, 10)
+
+
 def test_scoped_lexical_page_from_the_scope_equals_join(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
