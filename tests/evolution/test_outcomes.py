@@ -5,10 +5,18 @@ from pathlib import Path
 import pytest
 from tests.cse.kit import add, open_mem
 
-from amcp.amf.types import KnowledgeType
+from amcp.amf.types import KnowledgeType, Lifecycle
 from amcp.errors import GoneError, NotFoundError, ValidationError
-from amcp.evolution.outcomes import KIND_DECAY, Result, amp_kind, apply_outcome, next_weight
+from amcp.evolution.outcomes import (
+    ARCHIVED_REASON,
+    KIND_DECAY,
+    Result,
+    amp_kind,
+    apply_outcome,
+    next_weight,
+)
 from amcp.memory import Memory
+from amcp.store.base import ChangeOp
 
 
 @pytest.fixture
@@ -51,11 +59,23 @@ def test_outcome_persists_weights_and_returns_confidence(mem: Memory) -> None:
     assert amp_kind(mem.get(b).record) == "lifefact"
 
 
-def test_superseded_record_is_floored(mem: Memory) -> None:
+def test_superseded_record_is_floored_and_archived(mem: Memory) -> None:
     old = add(mem, "deploy on fridays", KnowledgeType.DECISION)
-    mem.supersede(old, "deploy on thursdays")
+    new = mem.supersede(old, "deploy on thursdays").knowledge_id
     (up,) = apply_outcome(mem, [old], "success")
-    assert up.weight == 0.0 and mem.get(old).state.weight == 0.0
+    state = mem.get(old).state
+    assert up.weight == 0.0 and state.weight == 0.0
+    assert state.lifecycle is Lifecycle.ARCHIVED
+    assert state.superseded_by == new  # the link to the new version is kept
+    last = mem.store.changes(0, limit=10_000)[-1]
+    assert (last.knowledge_id, last.op) == (old, ChangeOp.ARCHIVE)
+    assert last.details["reason"] == ARCHIVED_REASON
+    assert mem.store.verify().ok
+    # A second round floors it again and writes nothing more to the log.
+    head = mem.store.change_head()
+    (again,) = apply_outcome(mem, [old], "failure")
+    assert again.weight == 0.0 and mem.store.change_head() == head
+    assert mem.get(new).state.lifecycle is Lifecycle.ACTIVE
 
 
 def test_unknown_and_purged_change_nothing(mem: Memory) -> None:

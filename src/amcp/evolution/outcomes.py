@@ -17,9 +17,12 @@ named record, in one transaction:
   KT-FACT→facts, KT-PATTERN/KT-PRINCIPLE→pattern, KT-PITFALL→invalidation,
   KT-DECISION→intent, KT-CONTEXT/KT-SIGNAL→events.
 - ``lifefact`` is pinned at 1.0 whatever the result (a life fact is not refuted by one task).
-- A superseded record is floored to 0. It stays ``superseded`` — it is already out of every
-  recall and pack (our archive of old versions), and upstream's lifecycle has no
-  superseded→archived transition; its ``superseded_by`` link is what sync needs.
+- A superseded record is floored to 0 and archived, as the AMP compiler does: lifecycle
+  ``archived`` (an ARCHIVE change in the log, reason "superseded: archived by an outcome
+  round"), its ``superseded_by`` link kept, since that link is what sync and readers follow
+  to the new version. It was already out of every recall and pack; archiving says it is
+  retired for good, not merely outranked. A later round naming it floors it again and
+  changes nothing else.
 - Unknown id → 404, purged → 410, invalidated → 410 (upstream 410 = INVALIDATED). Every id is
   checked before anything is written, so a bad id changes nothing.
 
@@ -39,13 +42,14 @@ from amcp.amf.record import AMFRecord
 from amcp.amf.types import KnowledgeType, Lifecycle
 from amcp.errors import GoneError, NotFoundError, ValidationError
 from amcp.evolution.decay import effective_confidence
-from amcp.store.base import StoredRecord
+from amcp.store.base import ChangeOp, StoredRecord
 
 WEIGHTS_GEN = "cse.weights_gen"  # the store_meta key amcp.cse.cache watches
 
 if TYPE_CHECKING:
     from amcp.memory import Memory
 
+ARCHIVED_REASON = "superseded: archived by an outcome round"
 MAX_IDS = 1000  # one round names the records of one task, not a whole store
 
 
@@ -173,6 +177,13 @@ def apply_to(
             weight = next_weight(item.state.weight, kind, res, superseded=superseded)
             memory.store.set_weight(item.knowledge_id, weight)
             state = replace(item.state, weight=weight)
+            if item.state.lifecycle is Lifecycle.SUPERSEDED:
+                # set_state keeps superseded_by when given None (COALESCE).
+                memory.store.set_state(
+                    item.knowledge_id, ChangeOp.ARCHIVE, hlc=memory.clock.send(),
+                    lifecycle=Lifecycle.ARCHIVED, reason=ARCHIVED_REASON,
+                )
+                state = replace(state, lifecycle=Lifecycle.ARCHIVED)
             out.append(
                 WeightUpdate(
                     item.knowledge_id,
