@@ -76,6 +76,7 @@ def test_upgrade_from_schema_2_backfills_the_event_index(tmp_path: Path) -> None
     db.execute("DROP TABLE scope_terms")  # and migration 6
     db.execute("DROP TABLE scope_sizes")
     db.execute("DROP TABLE term_peaks")  # and migration 7
+    db.execute("DROP TABLE record_links")  # and migration 8
     db.execute("PRAGMA user_version=2")
     db.close()
     m = Memory(tmp_path / "m.db", embedder="hashing")

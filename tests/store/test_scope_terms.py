@@ -203,7 +203,8 @@ def _at_version_5(path: Path) -> None:
     db = sqlite3.connect(path, isolation_level=None)
     db.execute("DROP TABLE scope_terms")
     db.execute("DROP TABLE scope_sizes")
-    db.execute("DROP TABLE term_peaks")  # migration 7 reruns after 6
+    db.execute("DROP TABLE term_peaks")  # migrations 7 and 8 rerun after 6
+    db.execute("DROP TABLE record_links")
     db.execute("PRAGMA user_version=5")
     db.close()
 

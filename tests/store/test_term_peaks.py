@@ -115,6 +115,7 @@ def test_migration_7_backfills_an_existing_store(tmp_path: Path) -> None:
     db = sqlite3.connect(path, isolation_level=None)
     want = sorted(db.execute("SELECT term, own, ctx FROM term_peaks"))
     db.execute("DROP TABLE term_peaks")
+    db.execute("DROP TABLE record_links")  # migration 8 reruns after 7
     db.execute("PRAGMA user_version=6")
     db.close()
     with Memory(path, embedder=None) as mem:

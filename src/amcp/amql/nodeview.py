@@ -25,6 +25,7 @@ from amcp.amql.evaluate import MappingView, evaluate
 from amcp.errors import ValidationError
 from amcp.retrieval.lexical import match_query
 from amcp.store.base import RecordFilter, StoredRecord
+from amcp.store.links import indexes_session
 
 if TYPE_CHECKING:
     from amcp.memory import Memory
@@ -349,9 +350,12 @@ class QueryContext:
             return self.project
         wanted = str(args[0]) if args else ""
         if name == "session_id":
-            # Memory.remember records a work session as evidence 'session:<id>'.
+            # Memory.remember records a work session as evidence 'session:<id>'. The store's
+            # link index names those records when it holds every form of ``wanted``
+            # (amcp.store.links); the evidence check below stays, so the answer is exact.
             marks = {wanted, f"session:{wanted}"}
-            return [i.knowledge_id for i in self.scan(self.visible())
+            flt = self.visible(sessions=(wanted,)) if indexes_session(wanted) else self.visible()
+            return [i.knowledge_id for i in self.scan(flt)
                     if i.record is not None and marks & set(i.record.core.evidence or ())]
         if name == "qef_signal_id":
             flt = self.visible(types=(KnowledgeType.SIGNAL,))

@@ -252,15 +252,82 @@ def expr_field(expr: Expr) -> str | None:
     return expr.field if isinstance(expr, Compare | In | Contains) else None
 
 
+def _resolve_caused_by(expr: Expr, ctx: QueryContext) -> Expr:
+    """``caused_by = f(…)`` ⇔ ``caused_by IN <f's ids>``: a literal the store can filter on
+    (``record_links``) instead of a call the evaluator makes per record."""
+    if isinstance(expr, And | Or):
+        return type(expr)(tuple(_resolve_caused_by(e, ctx) for e in expr.items))
+    if isinstance(expr, Not):
+        return Not(_resolve_caused_by(expr.item, ctx))
+    if expr_field(expr) != "caused_by" or not isinstance(expr, Compare | Contains):
+        return expr
+    if isinstance(expr, Compare) and expr.op is not CompareOp.EQ:
+        return expr
+    if not isinstance(expr.value, FuncCall):
+        return expr
+    raw = ctx.value(expr.value.name, expr.value.args)
+    values = [raw] if isinstance(raw, str) else list(raw) if isinstance(raw, list | tuple) else None
+    if values is None or not all(isinstance(v, str) for v in values):
+        return expr
+    return In("caused_by", tuple(str(v) for v in values))
+
+
+def _calls_for_caused_by(expr: Expr) -> bool:
+    if isinstance(expr, And | Or):
+        return any(_calls_for_caused_by(e) for e in expr.items)
+    if isinstance(expr, Not):
+        return _calls_for_caused_by(expr.item)
+    return isinstance(expr, Compare | Contains) and expr.field == "caused_by" and isinstance(
+        expr.value, FuncCall
+    )
+
+
+# An OR whose branches the store can each answer is narrowed to the union of their ids
+# (then rechecked in memory); above this many ids the IN list costs more than the scan.
+MAX_UNION_IDS = 5_000
+
+
+def _union_of_branches(pushed: Pushdown, base: RecordFilter, ctx: QueryContext) -> Pushdown:
+    """Narrow ``pushed`` by each residual OR whose every branch pushes exactly: the records
+    that pass some branch are the union of the branches' own store answers. The OR stays
+    in the recheck; only the candidate set shrinks."""
+    flt, empty = pushed.flt, pushed.empty
+    for item in pushed.residual:
+        if not isinstance(item, Or) or empty:
+            continue
+        branches = [push((b,), base) for b in item.items]
+        if not all(b.exact and not b.prefilter and not b.residual for b in branches):
+            continue
+        ids: set[str] = set()
+        for b in branches:
+            if b.empty:
+                continue
+            rows = ctx.memory.store.states(b.flt, limit=MAX_UNION_IDS + 1)
+            ids.update(r.knowledge_id for r in rows)
+            if len(ids) > MAX_UNION_IDS:
+                break
+        if len(ids) > MAX_UNION_IDS:
+            continue
+        if flt.ids is not None:
+            ids &= set(flt.ids)
+        flt = replace(flt, ids=tuple(sorted(ids)))
+        empty = empty or not ids
+    return replace(pushed, flt=flt, empty=empty)
+
+
 def _refine(plan: RecallPlan, ctx: QueryContext) -> Pushdown:
     """The store-dependent half of planning, run at the start of execution."""
     pushed = plan.pushdown
-    if any(mentions(e, "referenced_by") for e in pushed.residual):
-        items = tuple(_rewrite_referenced_by(e, ctx) for e in
-                      (*pushed.exact, *pushed.prefilter, *pushed.residual))
-        # Re-push everything: the rewritten conjuncts may now be pushable (ids).
-        base = RecordFilter(scopes=ctx.scopes, lifecycles=_base_lifecycles(plan))
+    base = RecordFilter(scopes=ctx.scopes, lifecycles=_base_lifecycles(plan))
+    if any(mentions(e, "referenced_by") or _calls_for_caused_by(e) for e in pushed.residual):
+        items = tuple(
+            _resolve_caused_by(_rewrite_referenced_by(e, ctx), ctx)
+            for e in (*pushed.exact, *pushed.prefilter, *pushed.residual)
+        )
+        # Re-push everything: the rewritten conjuncts may now be pushable (ids, causes).
         pushed = push(items, base)
+    if any(isinstance(e, Or) for e in pushed.residual):
+        pushed = _union_of_branches(pushed, base, ctx)
     for probe in plan.probes:
         found = ctx.scorer.matching_active(probe.text, probe.threshold)
         ids = set(found) if pushed.flt.ids is None else set(found) & set(pushed.flt.ids)

@@ -75,6 +75,15 @@ class _Acc:
     tags: list[str] = field(default_factory=list)
     after: str | None = None
     before: str | None = None
+    causes: set[str] | None = None  # caused_by holds any of these (one conjunct's worth)
+
+    def cause(self, values: tuple[str, ...]) -> str:
+        """Push one ``caused_by`` conjunct ("holds any of"); a second stays residual: two
+        any-of sets ANDed are not one any-of set."""
+        if self.causes is not None:
+            return "residual"
+        self.causes = set(values)
+        return "exact"
 
     def narrow(self, name: str, values: set[str]) -> None:
         current = self.sets.get(name)
@@ -105,6 +114,8 @@ def _classify(item: Expr, acc: _Acc) -> str:
         if name == "tags" and isinstance(item, Compare) and len(values) == 1:
             acc.tags.append(values[0])
             return "exact"
+        if name == "caused_by":  # a list field: "=" and IN mean "shares an element"
+            return acc.cause(values)
         return "residual"
     negated = (
         item.item if isinstance(item, Not) and isinstance(item.item, Compare | In)
@@ -130,6 +141,8 @@ def _classify(item: Expr, acc: _Acc) -> str:
         if item.field in _SCOPE_FIELDS:
             acc.scopes = set(value) if acc.scopes is None else acc.scopes & set(value)
             return "prefilter"
+        if item.field == "caused_by":
+            return acc.cause(value)
         return "residual"
     if isinstance(item, Compare):
         return _dates(item, acc)
@@ -190,6 +203,9 @@ def push(conjuncts: tuple[Expr, ...], base: RecordFilter) -> Pushdown:
         flt = replace(flt, scopes=tuple(sorted(allowed_scopes)))
     if acc.tags:
         flt = replace(flt, tags=tuple(dict.fromkeys((*(flt.tags or ()), *acc.tags))))
+    if acc.causes is not None:
+        flt = replace(flt, caused_by=tuple(sorted(acc.causes)))
+        empty |= not acc.causes
     if acc.after is not None:
         flt = replace(flt, created_after=acc.after)
     if acc.before is not None:
@@ -204,13 +220,14 @@ def describe(flt: RecordFilter) -> str:
     """A RecordFilter as one line, only the fields that restrict."""
     parts: list[str] = []
     for name in ("scopes", "types", "kinds", "tags", "lifecycles", "created_after",
-                 "created_before", "subject_prefix", "ids", "subjects", "events"):
+                 "created_before", "subject_prefix", "ids", "subjects", "events", "caused_by",
+                 "sessions"):
         value = getattr(flt, name)
         if value is None:
             continue
         if isinstance(value, tuple):
             shown = [v.value if isinstance(v, Lifecycle | KnowledgeType) else v for v in value]
-            if name == "ids" and len(shown) > 4:
+            if name in ("ids", "caused_by") and len(shown) > 4:
                 parts.append(f"ids=<{len(shown)} ids>")
                 continue
             parts.append(f"{name}={shown!r}")

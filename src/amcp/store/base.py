@@ -168,6 +168,8 @@ class RecordFilter:
     ids: tuple[str, ...] | None = None
     subjects: tuple[str, ...] | None = None  # core.subject is exactly one of these
     events: tuple[str, ...] | None = None  # decay_model.invalidation_events names any of these
+    caused_by: tuple[str, ...] | None = None  # causal.caused_by holds any of these ids
+    sessions: tuple[str, ...] | None = None  # evidence names any of these (links.session_of)
     include_expired: bool = False
     now: float | None = None  # for TTL: records with expires_at <= now are hidden
 
@@ -186,6 +188,8 @@ class RecordFilter:
             and self.ids is None
             and self.subjects is None
             and self.events is None
+            and self.caused_by is None
+            and self.sessions is None
         )
 
 

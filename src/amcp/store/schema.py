@@ -139,6 +139,19 @@ MIGRATIONS: tuple[str, ...] = (
         ctx  INTEGER NOT NULL
     );
     """,
+    # 8: causal links and work-session marks per record (amcp.store.links), so AMQL's
+    # caused_by and session_id() find their records through an index instead of decoding
+    # every body. SQLiteStore backfills it on open (the bodies may be encrypted) while the
+    # marker row says so, and drops the marker in the backfill's own transaction.
+    """
+    CREATE TABLE record_links (
+        rid  INTEGER NOT NULL REFERENCES records(rowid),
+        kind TEXT NOT NULL,
+        ref  TEXT NOT NULL,
+        PRIMARY KEY (kind, ref, rid)
+    );
+    INSERT OR REPLACE INTO store_meta(key, value) VALUES ('backfill.links', 'pending');
+    """,
 )
 
 # Python run after a migration's SQL, in the same transaction: a backfill that needs what

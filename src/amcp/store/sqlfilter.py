@@ -10,6 +10,7 @@ import time
 from typing import Any
 
 from amcp.store.base import RecordFilter
+from amcp.store.links import CAUSE, SESSION
 
 
 def _marks(n: int) -> str:
@@ -61,6 +62,13 @@ def where_clause(flt: RecordFilter) -> tuple[str, list[Any]]:
             f"WHERE e.event IN ({_marks(len(flt.events))}))"
         )
         params.extend(flt.events)
+    for kind, refs in ((CAUSE, flt.caused_by), (SESSION, flt.sessions)):
+        if refs is not None:
+            parts.append(
+                "r.rowid IN (SELECT l.rid FROM record_links l "
+                f"WHERE l.kind = ? AND l.ref IN ({_marks(len(refs))}))"
+            )
+            params.extend([kind, *refs])
     if not flt.include_expired:
         parts.append("(r.expires_at IS NULL OR r.expires_at > ?)")
         params.append(flt.now if flt.now is not None else time.time())

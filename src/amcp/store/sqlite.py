@@ -46,6 +46,7 @@ from amcp.store.base import (
     stored_record,
 )
 from amcp.store.chain import GENESIS, link_hash, sign_head
+from amcp.store.links import links_of
 from amcp.store.schema import SCHEMA_VERSION, migrate
 from amcp.store.sqlfilter import where_clause
 from amcp.store.sqlite_access import AccessStats
@@ -55,7 +56,8 @@ if TYPE_CHECKING:
     import numpy as np
 
 _DECODED_CACHE = 20_000  # decoded records kept; ~2 KB each
-_EVENTS_MIGRATION = 3  # the schema version that added record_events (see _backfill_events)
+_EVENTS_MIGRATION = 3  # the schema version that added record_events (see _backfill_decoded)
+_LINKS_PENDING = "backfill.links"  # store_meta marker set by migration 8 (record_links)
 _IN_CHUNK = 500  # ids per "IN (...)" lookup: below SQLite's default 999 bound parameters
 
 
@@ -129,12 +131,17 @@ class SQLiteStore(IndexReads, AccessStats):
                 raise StoreError(f"{self.path} {exc}") from exc
             except sqlite3.Error as exc:
                 raise StoreError(str(exc)) from exc
-            if version and version < _EVENTS_MIGRATION <= SCHEMA_VERSION:
-                self._backfill_events()
+            events = bool(version) and version < _EVENTS_MIGRATION <= SCHEMA_VERSION
+            links = self._db.execute(
+                "SELECT 1 FROM store_meta WHERE key=?", (_LINKS_PENDING,)
+            ).fetchone() is not None
+            if events or links:
+                self._backfill_decoded(events=events, links=links)
 
-    def _backfill_events(self) -> None:
-        # Migration 3 is SQL only and cannot read record bodies; fill its index here, once,
-        # for stores written before it existed (the bodies were verified when written).
+    def _backfill_decoded(self, *, events: bool, links: bool) -> None:
+        # Migrations 3 and 8 are SQL only and cannot read record bodies; fill their indexes
+        # here, once, for stores written before they existed (the bodies were verified when
+        # written). The links marker goes in the same transaction, so a crash re-runs it.
         rows = self._db.execute(
             f"SELECT {STATE_COLS} FROM records r WHERE r.body IS NOT NULL"
         ).fetchall()
@@ -142,12 +149,23 @@ class SQLiteStore(IndexReads, AccessStats):
         try:
             for row in rows:
                 found = self._decode(row)
-                if found.record is not None:
+                if found.record is None:
+                    continue
+                if events:
                     self._index_events(int(row[0]), found.record)
+                if links:
+                    self._index_links(int(row[0]), found.record)
+            self._db.execute("DELETE FROM store_meta WHERE key=?", (_LINKS_PENDING,))
             self._db.execute("COMMIT")
         except BaseException:
             self._db.execute("ROLLBACK")
             raise
+
+    def _index_links(self, rowid: int, record: AMFRecord) -> None:
+        self._db.executemany(
+            "INSERT OR IGNORE INTO record_links(rid, kind, ref) VALUES (?,?,?)",
+            [(rowid, kind, ref) for kind, ref in links_of(record)],
+        )
 
     def _index_events(self, rowid: int | None, record: AMFRecord) -> None:
         decay = record.meta.decay_model
@@ -295,6 +313,7 @@ class SQLiteStore(IndexReads, AccessStats):
             scopes: list[tuple[int, str]] = []
             tags: list[tuple[int, str]] = []
             events: list[tuple[int, str]] = []
+            links: list[tuple[int, str, str]] = []
             lexical: list[tuple[int, str, str]] = []
             vectors: list[tuple[int, bytes]] = []
             counts = termstats.Deltas()  # per-scope term statistics of the active ones
@@ -354,6 +373,7 @@ class SQLiteStore(IndexReads, AccessStats):
                 decay = record.meta.decay_model
                 if decay is not None and decay.invalidation_events:
                     events.extend((rowid, e) for e in decay.invalidation_events)
+                links.extend((rowid, kind, ref) for kind, ref in links_of(record))
                 if item.index_text or item.index_context:
                     lexical.append((rowid, item.index_text or "", item.index_context or ""))
                     if item.lifecycle is Lifecycle.ACTIVE:
@@ -384,6 +404,9 @@ class SQLiteStore(IndexReads, AccessStats):
             db.executemany("INSERT OR IGNORE INTO record_scopes(rid, scope) VALUES (?,?)", scopes)
             db.executemany("INSERT OR IGNORE INTO record_tags(rid, tag) VALUES (?,?)", tags)
             db.executemany("INSERT OR IGNORE INTO record_events(rid, event) VALUES (?,?)", events)
+            db.executemany(
+                "INSERT OR IGNORE INTO record_links(rid, kind, ref) VALUES (?,?,?)", links
+            )
             db.executemany("INSERT INTO records_fts(rowid, terms, context) VALUES (?,?,?)", lexical)
             termpeaks.count((t, c) for _r, t, c in lexical).apply(db)
             db.executemany("INSERT INTO vectors(rowid, vec) VALUES (?,?)", vectors)
@@ -494,6 +517,7 @@ class SQLiteStore(IndexReads, AccessStats):
             self._db.execute("DELETE FROM vectors WHERE rowid=?", (rowid,))
             self._db.execute("DELETE FROM record_tags WHERE rid=?", (rowid,))
             self._db.execute("DELETE FROM record_events WHERE rid=?", (rowid,))
+            self._db.execute("DELETE FROM record_links WHERE rid=?", (rowid,))
             self._db.execute("DELETE FROM access_daily WHERE rid=?", (rowid,))
             self._drop_access(knowledge_id)
 
