@@ -289,9 +289,11 @@ def test_cluster_fields(world: tuple[Memory, dict[str, str]]) -> None:
     text = f"RECALL * WHERE cluster_id = '{cid}'"
     got = run_query(m, text, touch=False, now=NOW)
     assert got.records and ids_of(got.records) == brute(m, text)
-    load = run_query(m, "RECALL * WHERE cluster_id = (SELECT cluster_id FROM clusters WHERE "
-                        "centroid_match('stop loss orders') LIMIT 1) LIMIT tokens(15000)",
-                     touch=False, now=NOW)
+    assert "subject_prefix='OKX.API'" in got.explain  # a cluster is a subject namespace
+    sub = ("RECALL * WHERE cluster_id = (SELECT cluster_id FROM clusters WHERE "
+           "centroid_match('stop loss orders') LIMIT 1)")
+    assert ids_of(run_query(m, sub, touch=False, now=NOW).records) == brute(m, sub)
+    load = run_query(m, sub + " LIMIT tokens(15000)", touch=False, now=NOW)
     clusters = {cluster_id_for(r.record.core.subject) for r in load.records
                 if r.record is not None}
     assert load.records and len(clusters) == 1

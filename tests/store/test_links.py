@@ -164,3 +164,29 @@ def test_amql_caused_by_session_and_or_match_the_evaluator(tmp_path: Path) -> No
         assert both == scan(lambda r: r.causal is not None and {
             kids["roots"][0], kids["roots"][1]} <= set(r.causal.caused_by or ()))
         assert both
+
+
+def test_cluster_queries_read_only_the_namespace(tmp_path: Path) -> None:
+    """``cluster_id = C-ns`` narrows the store to subjects starting with ``ns`` (a superset:
+    ``nsx…`` and deeper namespaces come back too) and the recheck keeps the exact members;
+    the cluster listing behind a subquery comes from ``Store.subjects``, not a scan."""
+    from amcp.cse.gravity import cluster_id_for
+
+    subjects = ["risk.stops.a", "risk.stops.b", "risk.stopsx.c", "risk.stops.deep.d",
+                "risk.stops", "other.thing.e"]
+    with Memory(tmp_path / "m.db", embedder="hashing") as mem:
+        made = {subj: mem.remember(f"note about {subj}", scope="p", subject=subj).knowledge_id
+                for subj in subjects}
+        store = mem.store
+        assert store.subjects(RecordFilter(scopes=("p",))) == sorted(subjects)
+        result = run_query(mem, "RECALL * WHERE cluster_id = 'C-risk.stops'", scopes=("p",))
+        assert "subject_prefix='risk.stops'" in result.explain
+        assert {r.knowledge_id for r in result.records} == {
+            kid for subj, kid in made.items() if cluster_id_for(subj) == "C-risk.stops"
+        } == {made["risk.stops.a"], made["risk.stops.b"]}
+        none = run_query(mem, "RECALL * WHERE cluster_id = 'not-a-cluster'", scopes=("p",))
+        assert none.records == ()
+        sub = run_query(mem, "RECALL * WHERE cluster_id = (SELECT cluster_id FROM clusters "
+                             "WHERE centroid_match('note about other.thing.e') LIMIT 1)",
+                        scopes=("p",))
+        assert {r.knowledge_id for r in sub.records} == {made["other.thing.e"]}

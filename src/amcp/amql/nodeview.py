@@ -22,7 +22,7 @@ from amcp.amf.timefmt import parse_ts
 from amcp.amf.types import DecayType, KnowledgeType, Lifecycle
 from amcp.amql.ast import ClusterSubquery, Scalar
 from amcp.amql.evaluate import MappingView, evaluate
-from amcp.errors import ValidationError
+from amcp.errors import AmcpError, ValidationError
 from amcp.retrieval.lexical import match_query
 from amcp.store.base import RecordFilter, StoredRecord
 from amcp.store.links import indexes_session
@@ -303,9 +303,24 @@ class QueryContext:
         if callable(listed):
             return [str(c) for c in listed(self.memory)]
         # No listing in the cluster module: the clusters of the active records we may see.
-        found = {str(self.cluster_of(i)) for i in self.scan(self.visible(
-            lifecycles=(Lifecycle.ACTIVE,))) if i.record is not None}
+        visible = self.visible(lifecycles=(Lifecycle.ACTIVE,))
+        by_subject = getattr(hooks.module, "cluster_id_for", None)
+        if callable(by_subject):  # a cluster is a function of the subject: no bodies read
+            return sorted({str(by_subject(s)) for s in self.memory.store.subjects(visible)})
+        found = {str(self.cluster_of(i)) for i in self.scan(visible) if i.record is not None}
         return sorted(found)
+
+    def cluster_namespace(self, cluster_id: str) -> str | None:
+        """The subject namespace a cluster id stands for, when the cluster module says
+        (``namespace_of``); None for anything it does not accept."""
+        hooks = self.clusters("cluster_id")
+        namespace_of = getattr(hooks.module, "namespace_of", None)
+        if not callable(namespace_of):
+            return None
+        try:
+            return str(namespace_of(cluster_id))
+        except AmcpError:
+            return None
 
     def subquery(self, query: ClusterSubquery) -> object:
         """Cluster ids the subquery selects, best centroid match first when it asks for one."""

@@ -20,6 +20,7 @@ from amcp.amf.canonical import canonical_packb
 from amcp.amf.types import Lifecycle
 from amcp.amql.ast import (
     And,
+    ClusterSubquery,
     Compare,
     CompareOp,
     Contains,
@@ -288,15 +289,17 @@ MAX_UNION_IDS = 5_000
 
 
 def _union_of_branches(pushed: Pushdown, base: RecordFilter, ctx: QueryContext) -> Pushdown:
-    """Narrow ``pushed`` by each residual OR whose every branch pushes exactly: the records
-    that pass some branch are the union of the branches' own store answers. The OR stays
-    in the recheck; only the candidate set shrinks."""
+    """Narrow ``pushed`` by each residual OR whose every branch the store can answer: the
+    records that pass some branch are within the union of the branches' own store answers.
+    The OR stays in the recheck; only the candidate set shrinks."""
     flt, empty = pushed.flt, pushed.empty
     for item in pushed.residual:
         if not isinstance(item, Or) or empty:
             continue
         branches = [push((b,), base) for b in item.items]
-        if not all(b.exact and not b.prefilter and not b.residual for b in branches):
+        # Each branch's store answer must hold every record passing it (exact, or a
+        # superset to be rechecked): the OR itself is evaluated again on the union.
+        if any(b.residual for b in branches):
             continue
         ids: set[str] = set()
         for b in branches:
@@ -315,6 +318,29 @@ def _union_of_branches(pushed: Pushdown, base: RecordFilter, ctx: QueryContext) 
     return replace(pushed, flt=flt, empty=empty)
 
 
+def _narrow_to_cluster(pushed: Pushdown, ctx: QueryContext) -> Pushdown:
+    """``cluster_id = X``, X a cluster id or a subquery naming one: a cluster is a subject
+    namespace, so the store narrows to subjects starting with it — a superset (``ns``,
+    ``ns.…`` and ``nsfoo…``), so the condition stays in the recheck. A subquery naming no
+    cluster matches nothing; one naming several is left to the scan."""
+    for item in pushed.residual:
+        if not (isinstance(item, Compare) and item.field == "cluster_id"
+                and item.op is CompareOp.EQ):
+            continue
+        value = ctx.subquery(item.value) if isinstance(item.value, ClusterSubquery) else item.value
+        ids = [value] if isinstance(value, str) else value if isinstance(value, list) else None
+        if ids is None or not all(isinstance(v, str) for v in ids):
+            continue
+        if not ids:
+            return replace(pushed, empty=True)
+        if len(ids) > 1 or pushed.flt.subject_prefix is not None:
+            continue
+        namespace = ctx.cluster_namespace(str(ids[0]))
+        if namespace is not None:
+            return replace(pushed, flt=replace(pushed.flt, subject_prefix=namespace))
+    return pushed
+
+
 def _refine(plan: RecallPlan, ctx: QueryContext) -> Pushdown:
     """The store-dependent half of planning, run at the start of execution."""
     pushed = plan.pushdown
@@ -328,6 +354,8 @@ def _refine(plan: RecallPlan, ctx: QueryContext) -> Pushdown:
         pushed = push(items, base)
     if any(isinstance(e, Or) for e in pushed.residual):
         pushed = _union_of_branches(pushed, base, ctx)
+    if any(expr_field(e) == "cluster_id" for e in pushed.residual):
+        pushed = _narrow_to_cluster(pushed, ctx)
     for probe in plan.probes:
         found = ctx.scorer.matching_active(probe.text, probe.threshold)
         ids = set(found) if pushed.flt.ids is None else set(found) & set(pushed.flt.ids)

@@ -316,6 +316,10 @@ class Store(Protocol):
 
     def set_weight(self, knowledge_id: str, weight: float) -> None: ...
 
+    def subjects(self, flt: RecordFilter, *, limit: int = 100_000) -> list[str]:
+        """Distinct ``core.subject`` of the records passing ``flt``, sorted."""
+        ...
+
     def states(
         self, flt: RecordFilter, *, limit: int = 100, ranked: bool = False
     ) -> list[StateRow]:

@@ -86,6 +86,18 @@ class IndexReads:
             for row in rows
         ]
 
+    def subjects(self, flt: RecordFilter, *, limit: int = 100_000) -> list[str]:
+        """The distinct ``core.subject`` values of the records passing ``flt``, sorted: an
+        index read, no bodies (AMQL lists clusters, which are subject namespaces)."""
+        where, params = where_clause(flt)
+        sql = (
+            f"SELECT DISTINCT r.subject FROM records r WHERE {where} AND r.subject IS NOT NULL "
+            "ORDER BY r.subject LIMIT ?"
+        )
+        with self._lock:
+            rows = self._db.execute(sql, [*params, limit]).fetchall()
+        return [str(row[0]) for row in rows]
+
     def _learn_rowids(self, pairs: Iterable[tuple[int, str]]) -> None:
         """Remember the row ids of knowledge ids just read, for ``raw_bodies`` (bounded)."""
         known = self._rowid_of
