@@ -310,3 +310,37 @@ def test_put_many_is_all_or_nothing(open_store: Open) -> None:
             s.put_many([PutItem(rec("fine"), hlc=10), PutItem(bad, hlc=11)])
         assert s.get(rec("fine").knowledge_id) is None  # the good item rolled back too
     assert s.stats().changes == 3 and s.verify().ok
+
+
+def test_link_filters_and_subjects(open_store: Open) -> None:
+    """``caused_by`` / ``sessions`` filters and ``subjects`` (what AMQL pushes down)."""
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    from amcp.amf.compose import compose_record
+
+    key = Ed25519PrivateKey.generate()
+    s = open_store()
+    root = rec("the root cause", scope="project:x")
+    session = "S-20260313-143022-abc123"
+    a = compose_record("caused by the root", key=key, scope=["project:x"], subject="app.a",
+                       caused_by=[root.knowledge_id], evidence=[f"session:{session}"])
+    b = compose_record("also caused by it", key=key, scope=["project:x"], subject="app.b",
+                       caused_by=[root.knowledge_id, a.knowledge_id], evidence=[session])
+    c = compose_record("unrelated", key=key, scope=["project:y"], subject="other",
+                       evidence=["session:not-a-node-id"])
+    for i, r in enumerate((root, a, b, c)):
+        s.put(r, hlc=i + 1)
+
+    def ids(**kw: object) -> set[str]:
+        return {x.knowledge_id for x in s.query(RecordFilter(**kw))}  # type: ignore[arg-type]
+
+    assert ids(caused_by=(root.knowledge_id,)) == {a.knowledge_id, b.knowledge_id}
+    assert ids(caused_by=(a.knowledge_id, "K-none")) == {b.knowledge_id}
+    assert ids(sessions=(session,)) == {a.knowledge_id, b.knowledge_id}
+    assert ids(sessions=("not-a-node-id",)) == {c.knowledge_id}  # 'session:' form, any id
+    assert ids(caused_by=(root.knowledge_id,), scopes=("project:y",)) == set()
+    assert s.subjects(RecordFilter(scopes=("project:x",))) == sorted(
+        {root.core.subject, "app.a", "app.b"}
+    )
+    s.purge(a.knowledge_id, hlc=9)
+    assert ids(sessions=(session,), lifecycles=None) == {b.knowledge_id}
