@@ -125,8 +125,13 @@ class Keyring:
 
     def read_verified(self, store_id: str) -> Witness | None:
         """How far an open of this store last walked the change log and found it intact
-        (``SQLiteStore.verify(incremental=True)``); None if never."""
-        return self._read_mark(self._witness_path(store_id, "verified"))
+        (``SQLiteStore.verify(incremental=True)``); None if never. The mark only saves work:
+        one that cannot be read (a write cut short) counts as none, so the next open walks
+        the whole log instead of refusing the store."""
+        try:
+            return self._read_mark(self._witness_path(store_id, "verified"))
+        except (IntegrityError, OSError):
+            return None
 
     def write_verified(self, store_id: str, mark: Witness) -> None:
         self._write_mark(self._witness_path(store_id, "verified"), mark)

@@ -317,3 +317,21 @@ def test_recall_touches_what_it_returns(tmp_path: Path) -> None:
     run_query(m, "RECALL *")
     assert m.get(kid).state.access_count == 1
     m.close()
+
+
+def test_project_outside_the_callers_scopes(tmp_path: Path) -> None:
+    """A record visible through scope p that also carries project q matches `project = q`
+    for a caller who sees only p, alone and inside an OR the store narrows."""
+    m = Memory(tmp_path / "m.db", embedder=None)
+    try:
+        both = m.remember("shared between p and q", scope=["p", "q"]).knowledge_id
+        m.remember("only in q", scope="q")
+        m.remember("only in p", scope="p")
+        for text in ("RECALL * WHERE project = 'q'",
+                     "RECALL * WHERE project = 'q' OR type = KT-DECISION",
+                     "RECALL * WHERE project IN ['p', 'q'] AND type = KT-FACT"):
+            got = ids_of(run_query(m, text, scopes=("p",), touch=False).records)
+            assert got == brute(m, text, scopes=("p",)), text
+            assert both in got, text
+    finally:
+        m.close()

@@ -93,3 +93,18 @@ def test_unknown_and_purged_change_nothing(mem: Memory) -> None:
         apply_outcome(mem, [a], "great")
     with pytest.raises(ValidationError):
         apply_outcome(mem, [], "success")
+
+
+def test_a_supersede_delivered_again_by_sync_keeps_the_archive(mem: Memory) -> None:
+    """A peer re-sending (or first delivering) its SUPERSEDE for a record an outcome round
+    archived must not move it back to 'superseded'."""
+    from amcp.sync.feed import apply_changes
+
+    old = add(mem, "the deploy uses blue/green", KnowledgeType.DECISION)
+    new = mem.supersede(old, "the deploy uses canaries").knowledge_id
+    apply_outcome(mem, [old], "success")
+    result = apply_changes(
+        mem, [{"op": "supersede", "knowledge_id": old, "superseded_by": new, "hlc": 1}]
+    )
+    assert (result.applied, result.duplicates) == (0, 1)
+    assert mem.get(old).state.lifecycle is Lifecycle.ARCHIVED

@@ -190,3 +190,20 @@ def test_cluster_queries_read_only_the_namespace(tmp_path: Path) -> None:
                              "WHERE centroid_match('note about other.thing.e') LIMIT 1)",
                         scopes=("p",))
         assert {r.knowledge_id for r in sub.records} == {made["other.thing.e"]}
+
+
+def test_an_unreadable_body_does_not_stop_the_backfill(tmp_path: Path) -> None:
+    """A body that no longer decodes is refused when read and reported by verify(full); the
+    upgrade must not make the whole store unopenable because of it."""
+    path = tmp_path / "m.db"
+    with Memory(path, embedder=None) as mem:
+        kids = _fill(mem)
+    db = sqlite3.connect(path, isolation_level=None)
+    db.execute("DROP TABLE record_links")
+    db.execute("PRAGMA user_version=7")
+    db.execute("UPDATE records SET body=X'c0' WHERE knowledge_id=?", (kids["s1"][0],))
+    db.close()
+    with Memory(path, embedder=None) as mem:
+        assert mem.store.get_meta("backfill.links") is None
+        assert _ids(mem, RecordFilter(sessions=(S1,))) == set(kids["s1"][1:])
+        assert not mem.store.verify(full=True).ok

@@ -209,3 +209,18 @@ def test_an_edit_inside_the_verified_prefix_is_left_to_the_full_walk(
     assert not report.ok
     assert "change 1" in report.problems[0] or "change 2" in report.problems[0]
     s.close()
+
+
+@pytest.mark.parametrize("content", ["", "garbage", "3 "])
+def test_an_unreadable_verified_mark_means_a_whole_walk(tmp_path: Path, content: str) -> None:
+    """The mark only saves work: a write cut short must not make the store unopenable."""
+    _store_with_three(tmp_path)
+    s = open_at(tmp_path)  # marks 1..3
+    store_id = s.store_id
+    s.close()
+    mark = tmp_path / "keys" / "witness" / f"{store_id}.verified"
+    assert mark.exists()
+    mark.write_text(content)
+    s = open_at(tmp_path)
+    assert s.verify(incremental=True).walked == 0  # the open walked all 3 and wrote it again
+    s.close()

@@ -253,6 +253,11 @@ def expr_field(expr: Expr) -> str | None:
     return expr.field if isinstance(expr, Compare | In | Contains) else None
 
 
+# An OR whose branches the store can each answer is narrowed to the union of their ids
+# (then rechecked in memory); above this many ids the IN list costs more than the scan.
+MAX_UNION_IDS = 5_000
+
+
 def _resolve_caused_by(expr: Expr, ctx: QueryContext) -> Expr:
     """``caused_by = f(…)`` ⇔ ``caused_by IN <f's ids>``: a literal the store can filter on
     (``record_links``) instead of a call the evaluator makes per record."""
@@ -270,6 +275,8 @@ def _resolve_caused_by(expr: Expr, ctx: QueryContext) -> Expr:
     values = [raw] if isinstance(raw, str) else list(raw) if isinstance(raw, list | tuple) else None
     if values is None or not all(isinstance(v, str) for v in values):
         return expr
+    if len(values) > MAX_UNION_IDS:
+        return expr  # too long an IN list for one statement: evaluated per record instead
     return In("caused_by", tuple(str(v) for v in values))
 
 
@@ -281,11 +288,6 @@ def _calls_for_caused_by(expr: Expr) -> bool:
     return isinstance(expr, Compare | Contains) and expr.field == "caused_by" and isinstance(
         expr.value, FuncCall
     )
-
-
-# An OR whose branches the store can each answer is narrowed to the union of their ids
-# (then rechecked in memory); above this many ids the IN list costs more than the scan.
-MAX_UNION_IDS = 5_000
 
 
 def _union_of_branches(pushed: Pushdown, base: RecordFilter, ctx: QueryContext) -> Pushdown:

@@ -197,10 +197,13 @@ def push(conjuncts: tuple[Expr, ...], base: RecordFilter) -> Pushdown:
     if subjects is not None:
         flt = replace(flt, subjects=tuple(sorted(subjects)))
         empty |= not subjects
-    if acc.scopes is not None:
-        # The caller's scopes and the project both restrict; '*' stays visible either way.
-        allowed_scopes = acc.scopes if base.scopes is None else acc.scopes & set(base.scopes)
-        flt = replace(flt, scopes=tuple(sorted(allowed_scopes)))
+    if acc.scopes is not None and (base.scopes is None or acc.scopes <= set(base.scopes)):
+        # The project's scopes narrow the store's answer only when the caller may see all of
+        # them: a record visible through scope p that also carries project q matches
+        # `project = q`, and one any-of scope list cannot say "p, and q" — the caller's
+        # scopes then stay the filter, and the conjunct is rechecked ('prefilter') either
+        # way. '*' stays visible.
+        flt = replace(flt, scopes=tuple(sorted(acc.scopes)))
     if acc.tags:
         flt = replace(flt, tags=tuple(dict.fromkeys((*(flt.tags or ()), *acc.tags))))
     if acc.causes is not None:
@@ -228,7 +231,7 @@ def describe(flt: RecordFilter) -> str:
         if isinstance(value, tuple):
             shown = [v.value if isinstance(v, Lifecycle | KnowledgeType) else v for v in value]
             if name in ("ids", "caused_by") and len(shown) > 4:
-                parts.append(f"ids=<{len(shown)} ids>")
+                parts.append(f"{name}=<{len(shown)} ids>")
                 continue
             parts.append(f"{name}={shown!r}")
         else:

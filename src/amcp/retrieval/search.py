@@ -411,6 +411,10 @@ class HybridSearcher:
         searchable = index is not None and len(index) > 0
         if not overlap and not searchable:
             return None  # nothing here runs outside the GIL
+        if self._pool_pid not in (0, os.getpid()):
+            # A forked child: the parent's worker (and a job it held the lock for) is not
+            # here, so neither is that lock's holder.
+            self._pool, self._pool_pid, self._pool_busy = None, 0, threading.Lock()
         if not self._pool_busy.acquire(blocking=False):
             return None
         try:

@@ -316,8 +316,9 @@ class Store(Protocol):
 
     def set_weight(self, knowledge_id: str, weight: float) -> None: ...
 
-    def subjects(self, flt: RecordFilter, *, limit: int = 100_000) -> list[str]:
-        """Distinct ``core.subject`` of the records passing ``flt``, sorted."""
+    def subjects(self, flt: RecordFilter, *, limit: int | None = None) -> list[str]:
+        """Distinct ``core.subject`` of the records passing ``flt``, sorted; all unless
+        ``limit``."""
         ...
 
     def states(

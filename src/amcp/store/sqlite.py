@@ -9,6 +9,7 @@ anything is read from it.
 from __future__ import annotations
 
 import contextlib
+import logging
 import sqlite3
 import threading
 import time
@@ -56,6 +57,7 @@ if TYPE_CHECKING:
     import numpy as np
 
 _DECODED_CACHE = 20_000  # decoded records kept; ~2 KB each
+log = logging.getLogger(__name__)
 _EVENTS_MIGRATION = 3  # the schema version that added record_events (see _backfill_decoded)
 _LINKS_PENDING = "backfill.links"  # store_meta marker set by migration 8 (record_links)
 _IN_CHUNK = 500  # ids per "IN (...)" lookup: below SQLite's default 999 bound parameters
@@ -142,13 +144,20 @@ class SQLiteStore(IndexReads, AccessStats):
         # Migrations 3 and 8 are SQL only and cannot read record bodies; fill their indexes
         # here, once, for stores written before they existed (the bodies were verified when
         # written). The links marker goes in the same transaction, so a crash re-runs it.
-        rows = self._db.execute(
-            f"SELECT {STATE_COLS} FROM records r WHERE r.body IS NOT NULL"
-        ).fetchall()
-        self._db.execute("BEGIN IMMEDIATE")
+        self._db.execute("BEGIN IMMEDIATE")  # before reading: no purge may slip in between
         try:
+            rows = self._db.execute(
+                f"SELECT {STATE_COLS} FROM records r WHERE r.body IS NOT NULL"
+            ).fetchall()
             for row in rows:
-                found = self._decode(row)
+                try:
+                    found = self._decode(row)
+                except IntegrityError as exc:
+                    # An unreadable body is refused when read and reported by verify(full);
+                    # it must not make the whole store unopenable here. Nothing can find it
+                    # through these indexes, as nothing finds it by scanning either.
+                    log.warning("backfill skipped %s: %s", row[1], exc)
+                    continue
                 if found.record is None:
                     continue
                 if events:

@@ -86,16 +86,17 @@ class IndexReads:
             for row in rows
         ]
 
-    def subjects(self, flt: RecordFilter, *, limit: int = 100_000) -> list[str]:
-        """The distinct ``core.subject`` values of the records passing ``flt``, sorted: an
-        index read, no bodies (AMQL lists clusters, which are subject namespaces)."""
+    def subjects(self, flt: RecordFilter, *, limit: int | None = None) -> list[str]:
+        """The distinct ``core.subject`` values of the records passing ``flt``, sorted (all
+        of them unless ``limit``): an index read, no bodies (AMQL lists clusters, which are
+        subject namespaces)."""
         where, params = where_clause(flt)
         sql = (
             f"SELECT DISTINCT r.subject FROM records r WHERE {where} AND r.subject IS NOT NULL "
             "ORDER BY r.subject LIMIT ?"
         )
         with self._lock:
-            rows = self._db.execute(sql, [*params, limit]).fetchall()
+            rows = self._db.execute(sql, [*params, -1 if limit is None else limit]).fetchall()
         return [str(row[0]) for row in rows]
 
     def _learn_rowids(self, pairs: Iterable[tuple[int, str]]) -> None:

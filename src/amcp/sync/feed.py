@@ -236,8 +236,12 @@ def _apply_put(
 
 
 def _apply_supersede(memory: Memory, kid: str, found: StoredRecord, new: Any) -> bool:
-    # The new record arrives as its own put; this entry only marks the old one.
-    if found.state.lifecycle is Lifecycle.SUPERSEDED:
+    # The new record arrives as its own put; this entry only marks the old one. A record
+    # already superseded, or archived after it was (an outcome round archives superseded
+    # records), has had this entry applied: re-applying it would undo the archive.
+    if found.state.lifecycle is Lifecycle.SUPERSEDED or (
+        found.state.lifecycle is Lifecycle.ARCHIVED and found.state.superseded_by
+    ):
         return False
     if not isinstance(new, str) or memory.store.get(new) is None:
         raise AmcpError(f"{kid}: the superseding record is not stored here")
