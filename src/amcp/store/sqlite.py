@@ -2,14 +2,12 @@
 
 Every write is one transaction (``atomic`` nests, like sqlite-utils). The change log is
 hash-chained and its signed head is witnessed in the key directory (see ``chain.py``); the
-integrity check on open walks the chain, so a store edited behind our back is refused before
-anything is read from it.
+integrity check on open walks the chain (from where the last open left off), so a store
+edited behind our back is refused before anything is read from it.
 """
 
 from __future__ import annotations
 
-import contextlib
-import logging
 import sqlite3
 import threading
 import time
@@ -34,10 +32,9 @@ from amcp.errors import (
     NotFoundError,
     StoreError,
 )
-from amcp.keyring import Keyring, Witness
+from amcp.keyring import Keyring
 from amcp.store import termpeaks, termstats
 from amcp.store.base import (
-    Change,
     ChangeOp,
     IntegrityReport,
     PutItem,
@@ -46,20 +43,18 @@ from amcp.store.base import (
     StoredRecord,
     stored_record,
 )
-from amcp.store.chain import GENESIS, link_hash, sign_head
-from amcp.store.links import links_of
-from amcp.store.schema import SCHEMA_VERSION, migrate
+from amcp.store.chain import link_hash
+from amcp.store.schema import migrate
 from amcp.store.sqlfilter import where_clause
 from amcp.store.sqlite_access import AccessStats
+from amcp.store.sqlite_changes import ChangeLog
+from amcp.store.sqlite_derived import EVENTS_SQL, LINKS_SQL, backfill, event_rows, link_rows
 from amcp.store.sqlite_index import STATE_COLS, IndexReads
 
 if TYPE_CHECKING:
     import numpy as np
 
 _DECODED_CACHE = 20_000  # decoded records kept; ~2 KB each
-log = logging.getLogger(__name__)
-_EVENTS_MIGRATION = 3  # the schema version that added record_events (see _backfill_decoded)
-_LINKS_PENDING = "backfill.links"  # store_meta marker set by migration 8 (record_links)
 _IN_CHUNK = 500  # ids per "IN (...)" lookup: below SQLite's default 999 bound parameters
 
 
@@ -73,7 +68,7 @@ def _connect(path: Path, timeout_s: float) -> sqlite3.Connection:
 # build and hash this text again every time.
 _GET_BY_ID = f"SELECT {STATE_COLS} FROM records r WHERE r.knowledge_id=?"
 
-class SQLiteStore(IndexReads, AccessStats):
+class SQLiteStore(ChangeLog, IndexReads, AccessStats):
     """``Store`` over a single SQLite file. Thread-safe through one re-entrant lock."""
 
     def __init__(
@@ -133,56 +128,7 @@ class SQLiteStore(IndexReads, AccessStats):
                 raise StoreError(f"{self.path} {exc}") from exc
             except sqlite3.Error as exc:
                 raise StoreError(str(exc)) from exc
-            events = bool(version) and version < _EVENTS_MIGRATION <= SCHEMA_VERSION
-            links = self._db.execute(
-                "SELECT 1 FROM store_meta WHERE key=?", (_LINKS_PENDING,)
-            ).fetchone() is not None
-            if events or links:
-                self._backfill_decoded(events=events, links=links)
-
-    def _backfill_decoded(self, *, events: bool, links: bool) -> None:
-        # Migrations 3 and 8 are SQL only and cannot read record bodies; fill their indexes
-        # here, once, for stores written before they existed (the bodies were verified when
-        # written). The links marker goes in the same transaction, so a crash re-runs it.
-        self._db.execute("BEGIN IMMEDIATE")  # before reading: no purge may slip in between
-        try:
-            rows = self._db.execute(
-                f"SELECT {STATE_COLS} FROM records r WHERE r.body IS NOT NULL"
-            ).fetchall()
-            for row in rows:
-                try:
-                    found = self._decode(row)
-                except IntegrityError as exc:
-                    # An unreadable body is refused when read and reported by verify(full);
-                    # it must not make the whole store unopenable here. Nothing can find it
-                    # through these indexes, as nothing finds it by scanning either.
-                    log.warning("backfill skipped %s: %s", row[1], exc)
-                    continue
-                if found.record is None:
-                    continue
-                if events:
-                    self._index_events(int(row[0]), found.record)
-                if links:
-                    self._index_links(int(row[0]), found.record)
-            self._db.execute("DELETE FROM store_meta WHERE key=?", (_LINKS_PENDING,))
-            self._db.execute("COMMIT")
-        except BaseException:
-            self._db.execute("ROLLBACK")
-            raise
-
-    def _index_links(self, rowid: int, record: AMFRecord) -> None:
-        self._db.executemany(
-            "INSERT OR IGNORE INTO record_links(rid, kind, ref) VALUES (?,?,?)",
-            [(rowid, kind, ref) for kind, ref in links_of(record)],
-        )
-
-    def _index_events(self, rowid: int | None, record: AMFRecord) -> None:
-        decay = record.meta.decay_model
-        events = (decay.invalidation_events or ()) if decay is not None else ()
-        self._db.executemany(
-            "INSERT OR IGNORE INTO record_events(rid, event) VALUES (?,?)",
-            [(rowid, e) for e in events],
-        )
+            backfill(self, version)
 
     def _ensure_store_id(self) -> str:
         existing = self.get_meta("store_id")
@@ -237,53 +183,6 @@ class SQLiteStore(IndexReads, AccessStats):
                     self._write_witness()
             else:
                 self._db.execute(f"RELEASE sp{self._depth}")
-
-    # ------------------------------------------------------------------ change log
-
-    def _last_change(self) -> tuple[int, str]:
-        row = self._db.execute("SELECT seq, hash FROM changes ORDER BY seq DESC LIMIT 1").fetchone()
-        return (row[0], row[1]) if row else (0, GENESIS)
-
-    def _append_change(
-        self, op: ChangeOp, knowledge_id: str, hlc: int, details: dict[str, Any]
-    ) -> int:
-        seq, prev = self._last_change()
-        seq += 1
-        blob = canonical_packb(details)
-        digest = link_hash(prev, seq, hlc, op.value, knowledge_id, details)
-        self._db.execute(
-            "INSERT INTO changes(seq, hlc, op, knowledge_id, details, hash) VALUES (?,?,?,?,?,?)",
-            (seq, hlc, op.value, knowledge_id, blob, digest),
-        )
-        self._dirty_head = True
-        return seq
-
-    def _sign_head(self) -> None:
-        seq, head = self._last_change()
-        sig = sign_head(self.keyring.signing_key, self.store_id, seq, head)
-        # Still inside the outermost transaction (depth already unwound): write directly.
-        self._upsert_meta("chain_head", f"{seq} {head} {sig}")
-
-    def _write_witness(self) -> None:
-        seq, head = self._last_change()
-        self.keyring.write_witness(self.store_id, Witness(seq, head))
-
-    def changes(self, since_hlc: int = 0, limit: int = 1000) -> list[Change]:
-        with self._lock:
-            rows = self._db.execute(
-                "SELECT seq, hlc, op, knowledge_id, details, hash FROM changes "
-                "WHERE hlc > ? ORDER BY hlc, seq LIMIT ?",
-                (since_hlc, limit),
-            ).fetchall()
-        return [
-            Change(seq, hlc, ChangeOp(op), kid, msgpack.unpackb(d, raw=False), h)
-            for seq, hlc, op, kid, d, h in rows
-        ]
-
-    def max_hlc(self) -> int:
-        with self._lock:
-            row = self._db.execute("SELECT MAX(hlc) FROM changes").fetchone()
-        return int(row[0] or 0)
 
     # ------------------------------------------------------------------ writes
 
@@ -379,10 +278,8 @@ class SQLiteStore(IndexReads, AccessStats):
                 )
                 scopes.extend((rowid, s) for s in record.meta.project_scope)
                 tags.extend((rowid, t) for t in record.tags)
-                decay = record.meta.decay_model
-                if decay is not None and decay.invalidation_events:
-                    events.extend((rowid, e) for e in decay.invalidation_events)
-                links.extend((rowid, kind, ref) for kind, ref in links_of(record))
+                events.extend(event_rows(rowid, record))
+                links.extend(link_rows(rowid, record))
                 if item.index_text or item.index_context:
                     lexical.append((rowid, item.index_text or "", item.index_context or ""))
                     if item.lifecycle is Lifecycle.ACTIVE:
@@ -412,10 +309,8 @@ class SQLiteStore(IndexReads, AccessStats):
             )
             db.executemany("INSERT OR IGNORE INTO record_scopes(rid, scope) VALUES (?,?)", scopes)
             db.executemany("INSERT OR IGNORE INTO record_tags(rid, tag) VALUES (?,?)", tags)
-            db.executemany("INSERT OR IGNORE INTO record_events(rid, event) VALUES (?,?)", events)
-            db.executemany(
-                "INSERT OR IGNORE INTO record_links(rid, kind, ref) VALUES (?,?,?)", links
-            )
+            db.executemany(EVENTS_SQL, events)
+            db.executemany(LINKS_SQL, links)
             db.executemany("INSERT INTO records_fts(rowid, terms, context) VALUES (?,?,?)", lexical)
             termpeaks.count((t, c) for _r, t, c in lexical).apply(db)
             db.executemany("INSERT INTO vectors(rowid, vec) VALUES (?,?)", vectors)
@@ -654,29 +549,13 @@ class SQLiteStore(IndexReads, AccessStats):
     def verify(self, *, full: bool = False, incremental: bool = False) -> IntegrityReport:
         """Walk the hash chain; check the signed head and the witness; with ``full``,
         recompute every record's checksum and signature against its content and its log
-        entry. See ``sqlite_verify``.
+        entry; ``incremental`` (the check on open): resume after the last such check's mark.
+        See ``sqlite_verify``."""
+        from amcp.store.sqlite_verify import verify_since_mark, verify_store
 
-        ``incremental`` (the check on open): walk only the links after the prefix an earlier
-        incremental check found intact (a mark kept in the key directory, beside the
-        witness), then move the mark. At 100k changes the whole walk is ~5 s of CPU, paid by
-        every CLI call that opens the store; the links a node appended itself are correct
-        by construction, and ones written by another process or edited in the file since
-        are still walked. An edit inside the marked prefix that leaves the stored hashes
-        alone is what this skips: every record is still checked against its checksum when
-        read, and ``amcp verify`` (no mark) walks the whole log."""
-        from amcp.store.sqlite_verify import verify_store
-
-        since = self.keyring.read_verified(self.store_id) if incremental and not full else None
-        report = verify_store(self, full=full, since=since)
-        if incremental and report.ok and report.checked_changes and (
-            since is None or since.seq != report.checked_changes
-        ):
-            # A key directory we may not write to costs the next open a whole walk, no more.
-            with contextlib.suppress(OSError):
-                self.keyring.write_verified(
-                    self.store_id, Witness(report.checked_changes, report.head)
-                )
-        return report
+        if incremental and not full:
+            return verify_since_mark(self)
+        return verify_store(self, full=full)
 
 
 def _vector_bytes(vector: np.ndarray) -> bytes:

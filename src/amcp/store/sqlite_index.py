@@ -41,10 +41,10 @@ _RAW_STATES_KEEP = 8192
 _ROWIDS_KEEP = 65536  # knowledge id -> row id pairs kept for raw_bodies (~150 bytes each)
 
 
-
 def _head(k: int) -> int:
     """How much of a lexical page a broad filter's check looks at first (``_passing``)."""
     return k + k // 2 + 8
+
 
 class IndexReads:
     _db: sqlite3.Connection

@@ -7,6 +7,7 @@ the check must look at raw rows, not through the verifying read path it is check
 
 from __future__ import annotations
 
+import contextlib
 from typing import TYPE_CHECKING
 
 import msgpack
@@ -14,12 +15,12 @@ import msgpack
 from amcp.amf.ids import public_key_text
 from amcp.amf.types import Lifecycle
 from amcp.errors import IntegrityError
+from amcp.keyring import Witness
 from amcp.store.base import ChangeOp, IntegrityReport
 from amcp.store.chain import GENESIS, link_hash, verify_head
 from amcp.store.sqlite_index import STATE_COLS
 
 if TYPE_CHECKING:
-    from amcp.keyring import Witness
     from amcp.store.sqlite import SQLiteStore
 
 
@@ -39,7 +40,7 @@ def verify_store(
         if since is not None and not full and since.seq > 0:
             row = self._db.execute("SELECT hash FROM changes WHERE seq=?", (since.seq,)).fetchone()
             # Rows deleted or renumbered inside the prefix would go unwalked: the log must
-            # still be exactly seqs 1..max (one pass over the integer key, ~5 ms at 100k).
+            # still be exactly seqs 1..max (one pass over the table: 18-29 ms at 100k, measured).
             count, low, high = self._db.execute(
                 "SELECT COUNT(*), MIN(seq), MAX(seq) FROM changes"
             ).fetchone()
@@ -115,3 +116,25 @@ def _verify_records(self: SQLiteStore, put_sums: dict[str, str]) -> list[str]:
     if len(put_sums) != stored:
         problems.append(f"{len(put_sums)} records were logged but {stored} are stored")
     return problems
+
+
+def verify_since_mark(self: SQLiteStore) -> IntegrityReport:
+    """``verify_store`` resuming after the last incremental check's mark (kept in the key
+    directory beside the witness), then moving the mark to what it walked.
+
+    The check on open: at 100k changes the whole walk is ~5 s of CPU, paid by every CLI call
+    that opens the store. Links appended since the mark (by this node, another process, or an
+    edit of the file) are still walked. An edit inside the marked prefix that leaves the
+    stored hashes alone is what this skips: every record is still checked against its
+    checksum when read, and ``store.verify()`` (``amcp stats``) walks the whole log."""
+    since = self.keyring.read_verified(self.store_id)
+    report = verify_store(self, since=since)
+    if report.ok and report.checked_changes and (
+        since is None or since.seq != report.checked_changes
+    ):
+        # A key directory we may not write to costs the next open a whole walk, no more.
+        with contextlib.suppress(OSError):
+            self.keyring.write_verified(
+                self.store_id, Witness(report.checked_changes, report.head)
+            )
+    return report
