@@ -42,7 +42,7 @@ from amcp.amql.evaluate import evaluate, sort_records
 from amcp.amql.nodeview import ALL_LIFECYCLES, QueryContext, scan_pages
 from amcp.amql.parser import parse
 from amcp.amql.plan import conjuncts
-from amcp.amql.pushdown import Pushdown, describe, mentions, push
+from amcp.amql.pushdown import Pushdown, describe, mentions, push, strings
 from amcp.amql.schema import DEFAULT_MATCH_THRESHOLD, MAX_ROWS
 from amcp.errors import Status, ValidationError
 from amcp.store.base import RecordFilter, StoredRecord
@@ -237,11 +237,11 @@ def _rewrite_referenced_by(expr: Expr, ctx: QueryContext) -> Expr:
         return expr
     if isinstance(raw, FuncCall):
         raw = ctx.value(raw.name, raw.args)
-    values = [raw] if isinstance(raw, str) else list(raw) if isinstance(raw, list | tuple) else None
-    if values is None or not all(isinstance(v, str) for v in values):
+    values = strings(raw)
+    if values is None:
         return expr
     cited: dict[str, None] = {}
-    flt = ctx.visible(ids=tuple(str(v) for v in values))
+    flt = ctx.visible(ids=values)
     for item in ctx.scan(flt):
         causal = item.record.causal if item.record is not None else None
         for ref in (causal.caused_by or ()) if causal is not None else ():
@@ -271,13 +271,10 @@ def _resolve_caused_by(expr: Expr, ctx: QueryContext) -> Expr:
         return expr
     if not isinstance(expr.value, FuncCall):
         return expr
-    raw = ctx.value(expr.value.name, expr.value.args)
-    values = [raw] if isinstance(raw, str) else list(raw) if isinstance(raw, list | tuple) else None
-    if values is None or not all(isinstance(v, str) for v in values):
-        return expr
-    if len(values) > MAX_UNION_IDS:
-        return expr  # too long an IN list for one statement: evaluated per record instead
-    return In("caused_by", tuple(str(v) for v in values))
+    values = strings(ctx.value(expr.value.name, expr.value.args))
+    if values is None or len(values) > MAX_UNION_IDS:
+        return expr  # not ids, or too long an IN list for one statement: per record instead
+    return In("caused_by", values)
 
 
 def _calls_for_caused_by(expr: Expr) -> bool:
@@ -330,14 +327,14 @@ def _narrow_to_cluster(pushed: Pushdown, ctx: QueryContext) -> Pushdown:
                 and item.op is CompareOp.EQ):
             continue
         value = ctx.subquery(item.value) if isinstance(item.value, ClusterSubquery) else item.value
-        ids = [value] if isinstance(value, str) else value if isinstance(value, list) else None
-        if ids is None or not all(isinstance(v, str) for v in ids):
+        ids = strings(value)
+        if ids is None:
             continue
         if not ids:
             return replace(pushed, empty=True)
         if len(ids) > 1 or pushed.flt.subject_prefix is not None:
             continue
-        namespace = ctx.cluster_namespace(str(ids[0]))
+        namespace = ctx.cluster_namespace(ids[0])
         if namespace is not None:
             return replace(pushed, flt=replace(pushed.flt, subject_prefix=namespace))
     return pushed

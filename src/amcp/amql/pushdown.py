@@ -57,11 +57,12 @@ def mentions(expr: Expr | None, name: str) -> bool:
     return expr.field == name
 
 
-def _strings(value: object) -> tuple[str, ...] | None:
-    """The literal string(s) of a comparison, or None when it is not only strings."""
+def strings(value: object) -> tuple[str, ...] | None:
+    """The literal string(s) of a comparison (or a value function's result), or None when
+    it is not only strings."""
     if isinstance(value, str):
         return (value,)
-    if isinstance(value, tuple) and all(isinstance(v, str) for v in value):
+    if isinstance(value, tuple | list) and all(isinstance(v, str) for v in value):
         return tuple(str(v) for v in value)
     return None
 
@@ -102,7 +103,7 @@ def _classify(item: Expr, acc: _Acc) -> str:
         return _dates(item, acc)
     if (isinstance(item, Compare) and item.op is CompareOp.EQ) or isinstance(item, In):
         name = item.field
-        values = _strings(item.value if isinstance(item, Compare) else item.values)
+        values = strings(item.value if isinstance(item, Compare) else item.values)
         if values is None:
             return "residual"
         if name in _SET_FIELDS:
@@ -126,13 +127,13 @@ def _classify(item: Expr, acc: _Acc) -> str:
             return "residual"
         if isinstance(negated, Compare) and negated.op is CompareOp.NE and item is not negated:
             return "residual"  # NOT (f != v): rare; leave it to the evaluator
-        values = _strings(negated.value if isinstance(negated, Compare) else negated.values)
+        values = strings(negated.value if isinstance(negated, Compare) else negated.values)
         if negated.field in _ENUM_FIELDS and values is not None:
             acc.narrow(negated.field, _universe(negated.field) - set(values))
             return "exact"
         return "residual"
     if isinstance(item, Contains):
-        value = _strings(item.value)
+        value = strings(item.value)
         if value is None:
             return "residual"
         if item.field == "tags":
