@@ -24,6 +24,7 @@ ENVELOPE = 4096
 # Enum members as globals on the per-request path: EnumType.__getattr__ makes `M.X` a slow
 # lookup in Python 3.11 (see amcp.session.session).
 _ARCHIVED, _NO_DECAY = Lifecycle.ARCHIVED, DecayType.NONE
+_LIFECYCLE_VALUE = {lc: lc.value for lc in Lifecycle}  # .value is a descriptor call
 
 
 def iso(ts: float | None) -> str | None:
@@ -74,7 +75,7 @@ def x_state(memory: Memory, item: StoredRecord, now: float) -> dict[str, Any]:
     else:
         decay_status = "decaying"
     return {
-        "lifecycle": state.lifecycle.value,
+        "lifecycle": _LIFECYCLE_VALUE[state.lifecycle],
         "decay_status": decay_status,
         "effective_confidence": float(record.core.confidence),
         "weight": float(state.weight),

@@ -55,6 +55,7 @@ if TYPE_CHECKING:
     import numpy as np
 
 _DECODED_CACHE = 20_000  # decoded records kept; ~2 KB each
+_HOT_ROWS = 4096  # rows of records read by id lately (SQLiteStore._hot_row)
 _IN_CHUNK = 500  # ids per "IN (...)" lookup: below SQLite's default 999 bound parameters
 
 
@@ -85,6 +86,8 @@ class SQLiteStore(ChangeLog, IndexReads, AccessStats):
         self._depth = 0
         self._dirty_head = False
         self._decoded: OrderedDict[tuple[str, str], AMFRecord] = OrderedDict()
+        self._hot_rows: dict[str, Any] = {}
+        self._hot_stamp: tuple[int, int] = (-1, -1)
         self._raw_states = {}  # see IndexReads.raw_bodies
         self._rowid_of = {}
         self._init_access()
@@ -178,6 +181,7 @@ class SQLiteStore(ChangeLog, IndexReads, AccessStats):
                 if self._dirty_head:
                     self._sign_head()
                 self._db.execute("COMMIT")
+                self._counts_changed()
                 if self._dirty_head:
                     self._dirty_head = False
                     self._write_witness()
@@ -482,13 +486,40 @@ class SQLiteStore(ChangeLog, IndexReads, AccessStats):
         return stored_record(kid, state, record)
 
     def get(self, knowledge_id: str) -> StoredRecord | None:
-        with self._lock:
-            row = self._db.execute(_GET_BY_ID, (knowledge_id,)).fetchone()
+        row = self._row_by_id(knowledge_id)
         return self._decode(row) if row else None
+
+    def _row_by_id(self, knowledge_id: str) -> Any:
+        """The record's row; from ``_hot_rows`` while nothing can have changed it: no
+        commit by another connection or process (``PRAGMA data_version``) and no change by
+        this one (``total_changes``; inside a transaction of our own, always the table).
+        The pragma costs about a third of the lookup it saves, and a read by id is the
+        node's hottest request. Buffered access counts are not in the row; ``_decode`` adds
+        them."""
+        with self._lock:
+            db = self._db
+            if db.in_transaction:
+                return db.execute(_GET_BY_ID, (knowledge_id,)).fetchone()
+            stamp = (db.execute("PRAGMA data_version").fetchone()[0], db.total_changes)
+            hot = self._hot_rows
+            if stamp != self._hot_stamp:
+                hot.clear()
+                self._hot_stamp = stamp
+            row = hot.get(knowledge_id)
+            if row is None:
+                row = db.execute(_GET_BY_ID, (knowledge_id,)).fetchone()
+                if row is not None:
+                    if len(hot) >= _HOT_ROWS:
+                        hot.clear()
+                    hot[knowledge_id] = row
+            return row
 
     def get_many(self, knowledge_ids: Sequence[str]) -> list[StoredRecord]:
         """The records found among ``knowledge_ids``, in the order asked (one statement per
         500 ids instead of one per id: a recall reads its k winners here)."""
+        if len(knowledge_ids) == 1:  # a read by id (the node's hottest request)
+            row = self._row_by_id(knowledge_ids[0])
+            return [self._decode(row)] if row else []
         rows: dict[str, Sequence[Any]] = {}
         wanted = list(dict.fromkeys(knowledge_ids))
         for start in range(0, len(wanted), 500):  # below SQLite's bound-parameter limit

@@ -25,6 +25,13 @@ _ACCESS_FLUSH_N = 512  # ... or once this many records have buffered counts
 # With a background flusher a reader writes only if the flusher has fallen this far behind
 # (the buffer is bounded either way).
 _ACCESS_INLINE_N = 4 * _ACCESS_FLUSH_N
+# Stored windowed counts (``access_count_since``) are remembered this long. Every read a
+# node serves reports its record's 7-day count, and the query for it was a tenth of a
+# MEMORY_READ's server CPU. Our own commits drop the remembered counts at once; counts
+# written by another process show up at most this late, which is the lateness the buffered
+# counts already have (``_ACCESS_FLUSH_S``): access statistics are advisory.
+_COUNT_TTL_S = 1.0
+_COUNT_CACHE_MAX = 8192
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +58,8 @@ class AccessStats:
     _lock: threading.RLock
     _pending_access: dict[str, _PendingAccess]
     _pending_since: float
+    # (knowledge_id, first day) -> (stored count, monotonic time it stops being trusted)
+    _stored_counts: dict[tuple[str, int], tuple[int, float]]
 
     def atomic(self) -> AbstractContextManager[None]:  # provided by SQLiteStore
         raise NotImplementedError
@@ -58,6 +67,7 @@ class AccessStats:
     def _init_access(self) -> None:
         self._pending_access = {}
         self._pending_since = 0.0
+        self._stored_counts = {}
         self._flusher: threading.Thread | None = None
         self._flusher_wake = threading.Event()
         self._flusher_stop = threading.Event()
@@ -186,12 +196,27 @@ class AccessStats:
 
     def access_count_since(self, knowledge_id: str, since: float) -> int:
         since_day = int(since // _DAY)
+        key = (knowledge_id, since_day)
         with self._lock:
-            row = self._db.execute(
-                "SELECT COALESCE(SUM(a.count),0) FROM access_daily a JOIN records r "
-                "ON r.rowid=a.rid WHERE r.knowledge_id=? AND a.day>=?",
-                (knowledge_id, since_day),
-            ).fetchone()
+            now = time.monotonic()
+            known = self._stored_counts.get(key)
+            if known is not None and known[1] > now:
+                stored = known[0]
+            else:
+                row = self._db.execute(
+                    "SELECT COALESCE(SUM(a.count),0) FROM access_daily a JOIN records r "
+                    "ON r.rowid=a.rid WHERE r.knowledge_id=? AND a.day>=?",
+                    key,
+                ).fetchone()
+                stored = int(row[0])
+                if len(self._stored_counts) >= _COUNT_CACHE_MAX:
+                    self._stored_counts.clear()
+                self._stored_counts[key] = (stored, now + _COUNT_TTL_S)
             entry = self._pending_access.get(knowledge_id)
             buffered = sum(n for d, n in entry.days.items() if d >= since_day) if entry else 0
-        return int(row[0]) + buffered
+        return stored + buffered
+
+    def _counts_changed(self) -> None:
+        """Called after every commit of this connection: a flush moved buffered counts into
+        ``access_daily``, a purge deleted some; either way the remembered ones are stale."""
+        self._stored_counts.clear()

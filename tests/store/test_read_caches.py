@@ -1,0 +1,112 @@
+"""The read-by-id caches (``SQLiteStore._row_by_id``, ``access_count_since``) never serve
+what a commit changed: this connection's own writes, another connection's (another
+process is the same to SQLite), and uncommitted writes inside our own transaction."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from amcp.amf.types import Lifecycle
+from amcp.errors import GoneError
+from amcp.memory import Memory
+from amcp.store import sqlite_access
+from amcp.store.base import ChangeOp
+
+
+@pytest.fixture
+def pair(tmp_path: Path) -> Iterator[tuple[Memory, Memory]]:
+    """Two Memories on one file: two connections, as a node and a CLI process would be."""
+    a = Memory(tmp_path / "m.db", embedder="hashing")
+    b = Memory(tmp_path / "m.db", embedder="hashing")
+    yield a, b
+    b.close()
+    a.close()
+
+
+def _lifecycle(mem: Memory, kid: str) -> Lifecycle | None:
+    got = mem.store.get(kid)
+    return None if got is None else got.state.lifecycle
+
+
+def test_a_row_read_again_comes_from_the_cache_and_equals_the_table(
+    pair: tuple[Memory, Memory],
+) -> None:
+    a, _ = pair
+    kid = a.remember("the build uses ninja", scope="p").knowledge_id
+    first = a.store.get(kid)
+    assert kid in a.store._hot_rows  # the cache under test
+    again = a.store.get(kid)
+    assert first is not None and again is not None
+    assert again.record == first.record and again.state == first.state
+    assert a.store.get_many([kid]) == [again]
+    assert a.store.get("K-nope") is None and a.store.get_many(["K-nope"]) == []
+
+
+def test_another_connections_forget_and_purge_are_seen_at_once(
+    pair: tuple[Memory, Memory],
+) -> None:
+    a, b = pair
+    kid = a.remember("deploys happen on fridays", scope="p").knowledge_id
+    assert _lifecycle(a, kid) is Lifecycle.ACTIVE  # cached in a
+    b.invalidate(kid, reason="wrong")
+    assert _lifecycle(a, kid) is Lifecycle.INVALIDATED
+    b.purge(kid, reason="privacy")
+    gone = a.store.get(kid)
+    assert gone is not None and gone.record is None  # the content is not served from a cache
+    with pytest.raises(GoneError):
+        a.get(kid)
+
+
+def test_own_writes_are_seen_at_once_inside_and_after_a_transaction(
+    pair: tuple[Memory, Memory],
+) -> None:
+    a, _ = pair
+    kid = a.remember("tabs, not spaces", scope="p").knowledge_id
+    assert _lifecycle(a, kid) is Lifecycle.ACTIVE
+    store = a.store
+    with store.atomic():
+        store.set_state(kid, ChangeOp.ARCHIVE, hlc=a.clock.send(), lifecycle=Lifecycle.ARCHIVED)
+        assert _lifecycle(a, kid) is Lifecycle.ARCHIVED  # uncommitted, our own
+    assert _lifecycle(a, kid) is Lifecycle.ARCHIVED
+    store.set_weight(kid, 0.25)
+    got = store.get(kid)
+    assert got is not None and got.state.weight == 0.25
+
+
+def test_a_rolled_back_write_is_not_served(pair: tuple[Memory, Memory]) -> None:
+    a, _ = pair
+    kid = a.remember("the cache is warm", scope="p").knowledge_id
+    store = a.store
+    before = store.get(kid)
+    assert before is not None and before.state.weight != 0.125
+    with pytest.raises(RuntimeError), store.atomic():
+        store.set_weight(kid, 0.125)
+        raise RuntimeError("abort")
+    got = store.get(kid)
+    assert got is not None and got.state.weight == before.state.weight
+
+
+def test_window_counts_follow_own_flushes_and_others_within_the_ttl(
+    pair: tuple[Memory, Memory], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    a, b = pair
+    kid = a.remember("read me often", scope="p").knowledge_id
+    a.read([kid])
+    assert a.store.access_count_since(kid, 0.0) == 1
+    a.store.flush_access()  # buffered -> stored: the remembered stored count is dropped
+    assert a.store.access_count_since(kid, 0.0) == 1
+    a.read([kid])
+    assert a.store.access_count_since(kid, 0.0) == 2
+    # Another process's counts: visible once the remembered count expires (1 s, the
+    # lateness buffered counts already have); with no TTL, at once.
+    b.read([kid])
+    b.store.flush_access()
+    monkeypatch.setattr(sqlite_access, "_COUNT_TTL_S", 0.0)
+    a.store._stored_counts.clear()  # entries made under the old TTL
+    assert a.store.access_count_since(kid, 0.0) == 3
+    b.read([kid])
+    b.store.flush_access()
+    assert a.store.access_count_since(kid, 0.0) == 4
