@@ -313,12 +313,18 @@ def test_amcp_serve_writes_and_removes_the_runtime_file(tmp_path: Path) -> None:
         assert HttpBackend(rt, read_timeout=30).user_scopes() == ("user:alice",)
     finally:
         proc.send_signal(signal.SIGINT)
+        killed = False
         try:
             proc.wait(60)
         except subprocess.TimeoutExpired:
+            killed = True
             proc.kill()
             proc.wait()
-    assert not runtime_path(store).exists()
+    # Seen once under heavy load (not reproduced since): say how the node ended.
+    assert not runtime_path(store).exists(), (
+        f"killed after 60 s: {killed}; exit {proc.returncode}; stderr: "
+        f"{(tmp_path / 'serve.err').read_text()[-2000:]}"
+    )
 
 
 def test_node_is_not_asked_to_capture_a_plain_question(tmp_path: Path,
