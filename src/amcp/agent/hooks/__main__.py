@@ -1,6 +1,6 @@
 """The lean hook entry (the composition root): ``run()``, as the installed command calls it
 (``python -P -c "from amcp.agent.hooks.__main__ import run; run()" <event>``, see
-``claude_code.hook_argv``), or ``python -m amcp.agent.hooks <event>``.
+``hookio.hook_argv``), or ``python -m amcp.agent.hooks <event>``.
 
 It imports neither Typer nor rich nor any model runtime (nor ``typing``), reads its
 configuration from the environment here and nowhere else, and always exits 0: a hook never
@@ -12,8 +12,9 @@ from __future__ import annotations
 import os
 import sys
 
-from amcp.agent.hooks.claude_code import HookConfig, run_hook
+from amcp.agent.hooks.claude_code import run_hook
 from amcp.agent.hooks.fastpath import NODE_PORT
+from amcp.agent.hooks.hookio import HookConfig
 from amcp.lean import TYPE_CHECKING
 
 if TYPE_CHECKING:

@@ -19,48 +19,29 @@ from __future__ import annotations
 import json
 import os
 import re
-import sys
 from collections.abc import Mapping
 
-from amcp.agent.hooks.fastpath import (
-    NODE_PORT,
-    FastBackend,
-    LocalBackend,
-    NewMemory,
-    NodeBackend,
-    NoStore,
-    node_listening,
-    one_line,
+from amcp.agent.hooks.backends import node_http, with_backend
+from amcp.agent.hooks.fastpath import NewMemory, NoStore, one_line
+from amcp.agent.hooks.hookio import (
+    EVENTS,
+    HookConfig,
+    HookInput,
+    HookInputError,
+    hook_argv,
 )
-from amcp.agent.hooks.ledger import LedgerStore, SessionLedger
-from amcp.lean import TYPE_CHECKING, NamedTuple
+from amcp.agent.hooks.ledger import SessionLedger
+from amcp.lean import TYPE_CHECKING
 
 if TYPE_CHECKING:  # names for annotations only: ``typing`` stays off the hook path
     from collections.abc import Callable
-    from typing import Any, TypeVar
+    from typing import Any
 
     from amcp.agent.hooks.fastpath import Backend, MemoryLine
-    from amcp.agent.hooks.nodehttp import HttpBackend
 
     StrPath = str | os.PathLike[str]
 
-    T = TypeVar("T")
-
-EVENTS = ("session-start", "prompt", "post-tool", "stop")
-# How a hook process is started: the command ``amcp hooks install claude-code`` writes and
-# the detached workers' argv. ``-c`` rather than ``-m amcp.agent.hooks``: ``runpy`` and the
-# ``importlib.util`` it loads cost every hook ~5 ms. ``-P``: the agent's working directory
-# is not put first on ``sys.path`` (``-m`` puts it there), so a project's own ``json.py``
-# or ``typing.py`` cannot shadow the stdlib inside our process.
-ENTRY_CODE = "from amcp.agent.hooks.__main__ import run; run()"
-
-
-def hook_argv(python: str, event: str) -> list[str]:
-    """The argv that runs hook ``event`` (or an internal worker) with ``python``."""
-    return [python, "-P", "-c", ENTRY_CODE, event]
-
 PREFERENCE_KINDS = ("preference",)  # what session start shows from the user's scopes
-MAX_STDIN = 4 * 1024 * 1024  # hook input beyond this is not a hook payload
 TRANSCRIPT_TAIL = 256 * 1024  # bytes of the transcript read to find the last reply
 # Patterns as strings (flags inline), compiled on first use through ``re``'s cache: a hook
 # process uses one or two of them, and compiling all at import costs every event ~1.5 ms.
@@ -72,76 +53,6 @@ COMMIT_LINE = (
 )
 GIT_COMMIT = r"(?:^|[;&|(]\s*|\s)git(?:\s+-[cC]\s+\S+)*\s+commit\b"
 _FENCE = r"(?i)</?\s*amcp-memory"
-
-
-class HookConfig(NamedTuple):
-    """Read from the environment by the entry point (the composition root), not here.
-
-    NamedTuples, not frozen dataclasses, on the hook path: see ``fastpath.MemoryLine``.
-    Paths are ``os.path`` strings (a ``Path`` is accepted): ``import pathlib`` and the
-    ``urllib.parse`` it loads cost a hook process ~5-10 ms."""
-
-    home: StrPath
-    store: StrPath
-    node: tuple[str, int] | None = ("127.0.0.1", NODE_PORT)  # None: never try a node
-    probe_timeout: float = 0.05
-    connect_timeout: float = 0.5
-    # The node's HTTP hook routes (found through its runtime file): a local connect is
-    # sub-millisecond, so 50 ms means "not there"; the read allows the node's recall
-    # under load. Past either, the hook reads the file instead.
-    http_connect_timeout: float = 0.05
-    http_read_timeout: float = 1.0
-    lock_timeout: float = 0.25
-    pointer_limit: int = 40
-    prompt_k: int = 5
-    capture_prompts: bool = True
-    # "background": the prompt's capture runs in a detached process, off the agent's
-    # critical path (the capture rules alone take ~0.3 s to import); "inline" for tests.
-    capture_mode: str = "inline"
-    # "background": a commit's work-boundary record is written by a detached process (the
-    # write path imports Memory, record classes and cryptography: more than a hook may
-    # spend); "inline" writes it before answering (and reports a locked store). The entry
-    # point uses "background"; in-process callers and tests get "inline".
-    write_mode: str = "inline"
-    python: str = sys.executable
-
-    @property
-    def ledgers(self) -> LedgerStore:
-        return LedgerStore(os.path.join(self.home, "ledger"))
-
-
-class HookInputError(ValueError):
-    """The hook's stdin is not the JSON object Claude Code sends."""
-
-
-class HookInput(NamedTuple):
-    event: str
-    session_id: str
-    cwd: str
-    raw: Mapping[str, Any]
-
-    @classmethod
-    def parse(cls, event: str, text: str) -> HookInput:
-        if len(text) > MAX_STDIN:
-            raise HookInputError("hook input too large")
-        try:
-            data = json.loads(text) if text.strip() else None
-        except ValueError as exc:
-            raise HookInputError(f"hook input is not JSON ({exc})") from None
-        if not isinstance(data, dict):
-            raise HookInputError("hook input is not a JSON object")
-        sid = data.get("session_id")
-        cwd = data.get("cwd")
-        return cls(
-            event=event,
-            session_id=sid if isinstance(sid, str) and sid else "unknown-session",
-            cwd=cwd if isinstance(cwd, str) and cwd else os.getcwd(),
-            raw=data,
-        )
-
-    def text(self, key: str) -> str:
-        value = self.raw.get(key)
-        return value if isinstance(value, str) else ""
 
 
 # ---------------------------------------------------------------------------- helpers
@@ -200,85 +111,6 @@ def relevant(query: str, text: str) -> bool:
         return False
     have = set(tokens(text, drop_stop=True))
     return len(want & have) >= min(2, len(want))
-
-
-# ---------------------------------------------------------------------------- backend
-
-
-def node_http(cfg: HookConfig) -> HttpBackend | None:
-    """The node serving ``cfg.store``, by its runtime file (``amcp serve`` writes it; see
-    ``runtime``), as a stateless HTTP backend; None when there is no trustworthy file."""
-    if cfg.node is None:
-        return None
-    from amcp.agent.hooks.runtime import read_runtime
-
-    rt = read_runtime(cfg.store)
-    if rt is None:
-        return None
-    from amcp.agent.hooks.nodehttp import HttpBackend
-
-    return HttpBackend(rt, connect_timeout=cfg.http_connect_timeout,
-                       read_timeout=cfg.http_read_timeout)
-
-
-def with_backend(cfg: HookConfig, fn: Callable[[Backend], T], scopes: tuple[str, ...] = (),
-                 **options: Any) -> T:
-    """``fn(backend)`` on ``open_backend``'s choice; if that was the node's HTTP channel
-    and it failed (gone, timed out, refused the token, answered nonsense), ``fn`` again on
-    the file. A node write that timed out may have landed: the retry is then answered
-    with the identical record (``Memory.remember`` deduplicates), not a second one."""
-    backend = open_backend(cfg, scopes, **options)
-    if backend.name != "http":
-        try:
-            return fn(backend)
-        finally:
-            backend.close()
-    from amcp.agent.hooks.nodehttp import NodeHttpError
-
-    try:
-        return fn(backend)
-    except NodeHttpError:
-        pass
-    backend = open_backend(cfg._replace(node=None), scopes, **options)
-    try:
-        return fn(backend)
-    finally:
-        backend.close()
-
-
-def open_backend(cfg: HookConfig, scopes: tuple[str, ...] = (), *, boot_budget: int = 0,
-                 task: str = "coding-agent hook", write: bool = False,
-                 vectors: bool = False) -> Backend:
-    """The node when one serves this store — its HTTP hook routes when its runtime file
-    names them, else the AMCP client when ``cfg.node`` answers a probe — else the store
-    file: read-only and lean for reads (``FastBackend``), ``Memory`` without an embedder
-    for writes (``LocalBackend``). Callers use ``with_backend``, which falls back to the
-    file when the HTTP channel fails mid-call.
-
-    No path walks the whole change log: a hook may not spend O(records). Reads verify each
-    record they show and the log tail against the witness; the full chain check runs
-    whenever ``Memory`` or the node opens the store (docs/hooks.md, Tamper evidence).
-    """
-    http = node_http(cfg)
-    if http is not None:
-        return http
-    if cfg.node is not None and node_listening(*cfg.node, cfg.probe_timeout):
-        from amcp.node.link import NodeUnavailable
-
-        try:
-            return NodeBackend.connect(*cfg.node, timeout=cfg.connect_timeout, scopes=scopes,
-                                       task=task, budget_tokens=boot_budget)
-        except (NodeUnavailable, OSError):
-            pass  # the node went away between probe and connect: fall back to the file
-    if not write:
-        from amcp.store.fastread import StaleStore
-
-        try:
-            return FastBackend.open(cfg.store, lock_timeout=cfg.lock_timeout)
-        except StaleStore:
-            pass  # an older schema: Memory migrates it (a write, so it needs the lock)
-    return LocalBackend.open(cfg.store, lock_timeout=cfg.lock_timeout, verify=False,
-                             vectors=vectors)
 
 
 def _scopes(ledger: SessionLedger) -> tuple[str, ...]:
@@ -675,7 +507,9 @@ __all__ = [
     "fence",
     "hook_argv",
     "last_reply",
+    "node_http",
     "project_of",
     "project_scope",
     "run_hook",
+    "with_backend",
 ]

@@ -62,8 +62,8 @@ class InstallReport:
 
 def hook_command(event: str, python: str | None = None) -> str:
     """The lean entry, ``python -P -c "from amcp.agent.hooks.__main__ import run; run()"
-    <event>`` (no Typer/rich import, no runpy; see ``claude_code.hook_argv``)."""
-    from amcp.agent.hooks.claude_code import hook_argv
+    <event>`` (no Typer/rich import, no runpy; see ``hookio.hook_argv``)."""
+    from amcp.agent.hooks.hookio import hook_argv
 
     return " ".join(shlex.quote(a) for a in hook_argv(python or sys.executable, event))
 
