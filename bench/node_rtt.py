@@ -32,6 +32,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
+from amcp.heap import freeze_startup_heap  # noqa: E402
 from amcp.memory import Memory  # noqa: E402
 from amcp.node import Limits, NodeServer, RetryPolicy, connect  # noqa: E402
 from amcp.node.runtime import loop_name, run  # noqa: E402
@@ -47,6 +48,7 @@ def _serve(path: str, port_q: Any, stop: Any, inline: bool, uv: bool) -> None:
         server = NodeServer(mem, encryption=False, inline_reads=inline,
                             limits=Limits(max_connections=4096))
         await server.start("127.0.0.1", 0)
+        freeze_startup_heap()  # as `amcp serve` does once it listens (amcp/heap.py)
         port_q.put((server.port, kids, os.getpid(), loop_name(asyncio.get_running_loop())))
         while not stop.is_set():
             await asyncio.sleep(0.1)
