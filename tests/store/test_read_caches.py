@@ -4,6 +4,7 @@ process is the same to SQLite), and uncommitted writes inside our own transactio
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,13 +15,20 @@ from amcp.errors import GoneError
 from amcp.memory import Memory
 from amcp.store import sqlite_access
 from amcp.store.base import ChangeOp
+from amcp.store.walwatch import WalWatch
 
 
-@pytest.fixture
-def pair(tmp_path: Path) -> Iterator[tuple[Memory, Memory]]:
-    """Two Memories on one file: two connections, as a node and a CLI process would be."""
+@pytest.fixture(params=["wal-index", "pragma"])
+def pair(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[tuple[Memory, Memory]]:
+    """Two Memories on one file: two connections, as a node and a CLI process would be;
+    ``a`` watches for others' commits through the wal-index header, or (the fallback when
+    that header cannot be read) through ``PRAGMA data_version``."""
     a = Memory(tmp_path / "m.db", embedder="hashing")
     b = Memory(tmp_path / "m.db", embedder="hashing")
+    assert a.store._wal_watch is not None  # a WAL store of this process: the header reads
+    if request.param == "pragma":
+        a.store._wal_watch.close()
+        a.store._wal_watch = None
     yield a, b
     b.close()
     a.close()
@@ -110,3 +118,32 @@ def test_window_counts_follow_own_flushes_and_others_within_the_ttl(
     b.read([kid])
     b.store.flush_access()
     assert a.store.access_count_since(kid, 0.0) == 4
+
+
+def test_the_wal_index_header_moves_with_every_commit_of_any_connection(tmp_path: Path) -> None:
+    path = tmp_path / "m.db"
+    with Memory(path, embedder="hashing") as a, Memory(path, embedder="hashing") as b:
+        watch = WalWatch.open(path)
+        assert watch is not None
+        try:
+            before = watch.stamp()
+            a.store.get_meta("store_id")  # reads commit nothing
+            assert watch.stamp() == before
+            b.remember("a commit by another connection", scope="p")
+            after = watch.stamp()
+            assert after != before
+            # A checkpoint that empties the WAL, then a commit that restarts it.
+            with sqlite3.connect(path) as c:
+                c.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            b.remember("the first commit of a restarted WAL", scope="p")
+            assert watch.stamp() != after
+        finally:
+            watch.close()
+
+
+def test_no_watcher_without_a_readable_header(tmp_path: Path) -> None:
+    assert WalWatch.open(tmp_path / "absent.db") is None
+    (tmp_path / "junk.db-shm").write_bytes(b"\x00" * 200)  # never initialised
+    assert WalWatch.open(tmp_path / "junk.db") is None
+    (tmp_path / "short.db-shm").write_bytes(b"\x01" * 20)
+    assert WalWatch.open(tmp_path / "short.db") is None

@@ -50,6 +50,7 @@ from amcp.store.sqlite_access import AccessStats
 from amcp.store.sqlite_changes import ChangeLog
 from amcp.store.sqlite_derived import EVENTS_SQL, LINKS_SQL, backfill, event_rows, link_rows
 from amcp.store.sqlite_index import STATE_COLS, IndexReads
+from amcp.store.walwatch import WalWatch
 
 if TYPE_CHECKING:
     import numpy as np
@@ -87,7 +88,8 @@ class SQLiteStore(ChangeLog, IndexReads, AccessStats):
         self._dirty_head = False
         self._decoded: OrderedDict[tuple[str, str], AMFRecord] = OrderedDict()
         self._hot_rows: dict[str, Any] = {}
-        self._hot_stamp: tuple[int, int] = (-1, -1)
+        self._hot_stamp: tuple[object, int] = (None, -1)
+        self._wal_watch: WalWatch | None = None
         self._raw_states = {}  # see IndexReads.raw_bodies
         self._rowid_of = {}
         self._init_access()
@@ -114,6 +116,8 @@ class SQLiteStore(ChangeLog, IndexReads, AccessStats):
             raise StoreError(f"{self.path}: could not switch to WAL mode ({mode})")
         self._migrate()
         self.store_id = self._ensure_store_id()
+        # After a write of ours: the -shm file and its header exist by now.
+        self._wal_watch = WalWatch.open(self.path)
         if verify_on_open:
             report = self.verify(incremental=True)
             if not report.ok:
@@ -151,6 +155,8 @@ class SQLiteStore(ChangeLog, IndexReads, AccessStats):
             except AmcpError:
                 pass  # locked by another writer: a second of advisory access counts is lost
             finally:
+                if self._wal_watch is not None:
+                    self._wal_watch.close()
                 self._db.close()
 
     @contextmanager
@@ -491,16 +497,21 @@ class SQLiteStore(ChangeLog, IndexReads, AccessStats):
 
     def _row_by_id(self, knowledge_id: str) -> Any:
         """The record's row; from ``_hot_rows`` while nothing can have changed it: no
-        commit by another connection or process (``PRAGMA data_version``) and no change by
-        this one (``total_changes``; inside a transaction of our own, always the table).
-        The pragma costs about a third of the lookup it saves, and a read by id is the
-        node's hottest request. Buffered access counts are not in the row; ``_decode`` adds
-        them."""
+        commit by another connection or process (the wal-index header, ``walwatch``; else
+        ``PRAGMA data_version``) and no change by this one (``total_changes``; inside a
+        transaction of our own, always the table). A read by id is the node's hottest
+        request. Buffered access counts are not in the row; ``_decode`` adds them."""
         with self._lock:
             db = self._db
             if db.in_transaction:
                 return db.execute(_GET_BY_ID, (knowledge_id,)).fetchone()
-            stamp = (db.execute("PRAGMA data_version").fetchone()[0], db.total_changes)
+            watch = self._wal_watch
+            seen = (
+                watch.stamp()
+                if watch is not None
+                else db.execute("PRAGMA data_version").fetchone()[0]
+            )
+            stamp = (seen, db.total_changes)
             hot = self._hot_rows
             if stamp != self._hot_stamp:
                 hot.clear()
