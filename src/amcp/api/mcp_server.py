@@ -405,10 +405,30 @@ async def run_stdio_async(memory: Memory) -> None:
 
 
 def run_stdio(memory: Memory) -> None:
-    """Serve MCP over this process's stdin/stdout until the client closes it."""
+    """Serve MCP over this process's stdin/stdout until the client closes it, or until
+    SIGTERM/SIGINT: clients stop their servers that way too, and a signal must return here
+    (so the caller closes the Memory and its buffered access counts are written) rather
+    than end the process on the spot."""
+    import asyncio
+
     import anyio
 
-    anyio.run(run_stdio_async, memory)
+    from amcp.node.runtime import stop_on_signals
+
+    async def main() -> None:
+        stop = stop_on_signals()
+        serving = asyncio.ensure_future(run_stdio_async(memory))
+        stopped = asyncio.ensure_future(stop.wait())
+        await asyncio.wait([serving, stopped], return_when=asyncio.FIRST_COMPLETED)
+        for task in (serving, stopped):
+            task.cancel()
+        await asyncio.gather(stopped, return_exceptions=True)
+        if not stop.is_set():
+            await serving  # ended on its own: its exception, if any, is the caller's
+        else:
+            await asyncio.gather(serving, return_exceptions=True)
+
+    anyio.run(main)
 
 
 __all__ = ["build_mcp", "memory_block", "run_stdio", "run_stdio_async"]

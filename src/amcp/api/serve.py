@@ -6,7 +6,9 @@ run it under uvicorn themselves.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -108,26 +110,32 @@ async def serve_http(
     log_level: str = "warning",
     hook_token: str | None = None,
     on_ready: Callable[[int], None] | None = None,
+    stop: asyncio.Event | None = None,
     **uvicorn_options: Any,
 ) -> None:
     """Serve the HTTP API (and MCP at ``/mcp`` unless ``mcp=False``) until cancelled or
     interrupted. Runs in the caller's event loop, so ``amcp serve`` can run it next to
     the AMCP node with ``asyncio.gather``. ``on_ready(port)`` is called once the socket
     listens (``amcp serve`` then writes the node's runtime file; ``port`` is the bound
-    one, which matters for ``port=0``)."""
-    import asyncio
+    one, which matters for ``port=0``).
 
+    ``stop``: the caller owns the process's signals (``amcp.node.runtime.stop_on_signals``)
+    and sets this event to shut down; uvicorn then installs no handlers of its own. Left
+    to itself, uvicorn catches SIGINT/SIGTERM, shuts down, and raises the signal again
+    with the handler it found — which in a process that ignores SIGINT, or has no SIGTERM
+    handler, leaves the rest of the process running or kills it before its cleanup."""
     import uvicorn
 
     app = build_server_app(memory, host=host, policy=policy, tokens=tokens, mcp=mcp,
                            hook_token=hook_token)
+    if stop is not None:
+        # Bounded: open keep-alive or streaming (MCP) connections must not hold a stop.
+        uvicorn_options.setdefault("timeout_graceful_shutdown", 5)
     config = uvicorn.Config(
         app, host=host, port=port, log_level=log_level, lifespan="on", **uvicorn_options
     )
-    server = uvicorn.Server(config)
-    if on_ready is None:
-        await server.serve()
-        return
+    server = uvicorn.Server(config) if stop is None else _signal_free_server(config)
+    watchers: list[asyncio.Task[None]] = []
 
     async def announce() -> None:
         while not server.started:
@@ -139,13 +147,35 @@ async def serve_http(
             for sock in srv.sockets:
                 bound = int(sock.getsockname()[1])
                 break
+        assert on_ready is not None
         on_ready(bound)
 
-    watcher = asyncio.create_task(announce())
+    async def stopper(event: asyncio.Event) -> None:
+        await event.wait()
+        server.should_exit = True
+
+    if on_ready is not None:
+        watchers.append(asyncio.create_task(announce()))
+    if stop is not None:
+        watchers.append(asyncio.create_task(stopper(stop)))
     try:
         await server.serve()
     finally:
-        watcher.cancel()
+        for task in watchers:
+            task.cancel()
+
+
+def _signal_free_server(config: Any) -> Any:
+    """A uvicorn server that leaves the process's signals to its owner (see ``stop``);
+    built here so importing this module does not import uvicorn."""
+    import uvicorn
+
+    class SignalFreeServer(uvicorn.Server):
+        @contextlib.contextmanager
+        def capture_signals(self) -> Iterator[None]:
+            yield
+
+    return SignalFreeServer(config)
 
 
 __all__ = ["MCP_PATH", "build_server_app", "serve_http"]

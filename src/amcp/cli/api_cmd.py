@@ -69,6 +69,7 @@ def http(
     """Run the HTTP API (with MCP over streamable HTTP at /mcp) until interrupted."""
     from amcp.api.serve import serve_http
     from amcp.heap import freeze_startup_heap
+    from amcp.node.runtime import stop_on_signals
     from amcp.session.policy import AccessPolicy
 
     access = AccessPolicy.load(policy) if policy is not None else None
@@ -79,11 +80,16 @@ def http(
                   + ("" if no_mcp else f"; MCP at http://{host}:{port}/mcp"))
         if access is None and tokens is None and host not in ("127.0.0.1", "::1", "localhost"):
             err.print("[yellow]warning[/yellow]: no --policy/--token: anyone may read and write")
+
+        async def main() -> None:
+            # SIGTERM/SIGINT end uvicorn gracefully and return here, so the Memory is
+            # closed (buffered access counts written) instead of the process being killed.
+            await serve_http(mem, host, port, policy=access, tokens=tokens, mcp=not no_mcp,
+                             on_ready=lambda _port: freeze_startup_heap(),
+                             stop=stop_on_signals())
+
         with contextlib.suppress(KeyboardInterrupt, asyncio.CancelledError):
-            asyncio.run(
-                serve_http(mem, host, port, policy=access, tokens=tokens, mcp=not no_mcp,
-                           on_ready=lambda _port: freeze_startup_heap())
-            )
+            asyncio.run(main())
 
 
 def _standalone() -> None:

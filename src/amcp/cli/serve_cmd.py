@@ -48,6 +48,7 @@ def serve(
 ) -> None:
     """Run the AMCP node (binary protocol) and the HTTP/MCP API until interrupted."""
     from amcp.heap import freeze_startup_heap
+    from amcp.node.runtime import stop_on_signals
     from amcp.node.server import NodeServer
     from amcp.session import AccessPolicy, TrustLevel
     from amcp.session.trust import load_anchors
@@ -78,7 +79,9 @@ def serve(
                       f"    with SyncClient.connect({target}) as node:\n"
                       "        print(node.health())\n"
                       f"    # async: client = await amcp.node.connect({target})")
+            stop = stop_on_signals()
             token = None
+            tasks = [asyncio.create_task(server.serve_forever())]
             if http_port and host:
                 from amcp.agent.hooks.runtime import new_token, write_runtime
                 from amcp.api.serve import serve_http
@@ -94,20 +97,27 @@ def serve(
                     write_runtime(db, http=(host, bound), amcp=amcp_addr, token=token)
                     freeze_startup_heap()  # everything is loaded now (amcp/heap.py)
 
-                tasks = [server.serve_forever(),
-                         serve_http(mem, host, http_port, policy=access, hook_token=token,
-                                    on_ready=ready)]
+                tasks.append(asyncio.create_task(
+                    serve_http(mem, host, http_port, policy=access, hook_token=token,
+                               on_ready=ready, stop=stop)))
             else:
                 freeze_startup_heap()
-                tasks = [server.serve_forever()]
+            stopped = asyncio.create_task(stop.wait())
             try:
-                await asyncio.gather(*tasks)
+                # Until a signal, or until either server ends on its own (an HTTP port in
+                # use ends uvicorn at start-up): then everything stops, in order.
+                await asyncio.wait([stopped, *tasks], return_when=asyncio.FIRST_COMPLETED)
+                stop.set()
+                await asyncio.gather(*tasks[1:])  # uvicorn's own graceful shutdown
             finally:
                 if token is not None:
                     from amcp.agent.hooks.runtime import remove_runtime
 
                     remove_runtime(db, token)
                 await server.close()
+                for task in (stopped, *tasks):
+                    task.cancel()
+                await asyncio.gather(stopped, *tasks, return_exceptions=True)
 
         from amcp.node.runtime import run  # uvloop when installed: ~half the loop's cost
 

@@ -284,9 +284,9 @@ def test_amcp_serve_writes_and_removes_the_runtime_file(tmp_path: Path) -> None:
     token the hook routes accept) and is gone after an interrupt."""
     import signal
     import subprocess
-    import sys
 
     from tests.agent.hooks.kit import hook_env
+    from tests.amcp_process import amcp_argv
 
     home = tmp_path / "home"
     seed(home)
@@ -296,8 +296,9 @@ def test_amcp_serve_writes_and_removes_the_runtime_file(tmp_path: Path) -> None:
         http_port = s.getsockname()[1]
     with (tmp_path / "serve.err").open("wb") as err:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "amcp.cli.entry", "serve", "--store", str(store),
-             "--port", "0", "--http-port", str(http_port), "--embedder", "hashing"],
+            # Ctrl-C as in a terminal, whatever the test runner's own SIGINT is.
+            amcp_argv("serve", "--store", str(store), "--port", "0",
+                      "--http-port", str(http_port), "--embedder", "hashing"),
             env=hook_env(home), stdout=subprocess.DEVNULL, stderr=err)
     try:
         rt = None
@@ -320,7 +321,7 @@ def test_amcp_serve_writes_and_removes_the_runtime_file(tmp_path: Path) -> None:
             killed = True
             proc.kill()
             proc.wait()
-    # Seen once under heavy load (not reproduced since): say how the node ended.
+    # If it fails, say how the node ended.
     assert not runtime_path(store).exists(), (
         f"killed after 60 s: {killed}; exit {proc.returncode}; stderr: "
         f"{(tmp_path / 'serve.err').read_text()[-2000:]}"
