@@ -46,7 +46,10 @@ class WalWatch:
     @classmethod
     def open(cls, db_path: Path) -> WalWatch | None:
         """A watcher for ``db_path`` (in WAL mode, opened by a connection of this process
-        that stays open), or None when its ``-shm`` file does not look as expected."""
+        that stays open), or None when its ``-shm`` file does not look as expected (or
+        the platform has no ``os.pread``: Windows)."""
+        if not hasattr(os, "pread"):
+            return None
         try:
             fd = os.open(f"{db_path}-shm", os.O_RDONLY | os.O_CLOEXEC)
         except OSError:
