@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+import time
 from pathlib import Path
 
 import numpy as np
@@ -177,6 +179,27 @@ def test_background_build_catches_up() -> None:
     assert len(idx) == 2_900
     assert idx.search(x[2_999], 1)[0][0] == 2_999
     assert all(i >= 100 for i, _ in idx.search(x[50], 50))
+
+
+def test_waiting_for_the_ann_waits_for_its_ready_callback_too() -> None:
+    """``_building`` is cleared before ``on_ann_ready`` (the searcher's snapshot save) runs;
+    a caller told "ready" must find the snapshot written (a race seen once in the suite)."""
+    pytest.importorskip("faiss")
+    rng = np.random.default_rng(7)
+    idx = VectorIndex(32, ann_threshold=500)
+    done: list[bool] = []
+    started = threading.Event()
+
+    def slow_save() -> None:
+        started.set()
+        time.sleep(0.3)
+        done.append(True)
+
+    idx.on_ann_ready = slow_save
+    idx.add(np.arange(600), _clustered(rng, 600, 32, centres=10))  # starts the build thread
+    assert started.wait(120)  # the build is done and the callback is running
+    assert idx.wait_for_ann(timeout=120)
+    assert done == [True]
 
 
 def test_save_load_roundtrip_and_corruption(tmp_path: Path) -> None:

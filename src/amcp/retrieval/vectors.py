@@ -159,6 +159,9 @@ class VectorIndex:
         self._lock = threading.RLock()
         self._ann: _Ann | None = None
         self._building: threading.Thread | None = None
+        # The last background build's thread: ``_building`` is cleared before its
+        # ``on_ann_ready`` (the snapshot save) runs, and waiting covers that too.
+        self._builder: threading.Thread | None = None
         # Changes made while a background build runs, replayed onto the new graph.
         self._journal: list[tuple[str, I64]] | None = None
         # Called (on the builder thread, no lock held) once a new graph is in use: the owner
@@ -315,7 +318,7 @@ class VectorIndex:
             t = threading.Thread(
                 target=self._build, args=(ids, mat), name="amcp-vector-ann", daemon=True
             )
-            self._building = t
+            self._building = self._builder = t
             t.start()
         else:
             self._building = threading.current_thread()
@@ -367,8 +370,9 @@ class VectorIndex:
                 log.exception("saving the vector index snapshot failed")
 
     def wait_for_ann(self, timeout: float | None = None) -> bool:
-        """Block until a pending background ANN build finishes; True if the ANN is in use."""
-        t = self._building
+        """Block until a pending background ANN build finishes, its ``on_ann_ready``
+        included; True if the ANN is in use."""
+        t = self._building or self._builder
         if t is not None and t is not threading.current_thread():
             t.join(timeout)
         return self._ann is not None
