@@ -56,7 +56,7 @@ if TYPE_CHECKING:
     import numpy as np
 
 _DECODED_CACHE = 20_000  # decoded records kept; ~2 KB each
-_HOT_ROWS = 4096  # rows of records read by id lately (SQLiteStore._hot_row)
+_HOT_ROWS = 4096  # rows of records read by id lately (SQLiteStore._row_by_id)
 _IN_CHUNK = 500  # ids per "IN (...)" lookup: below SQLite's default 999 bound parameters
 
 
