@@ -88,7 +88,7 @@ class SQLiteStore(ChangeLog, IndexReads, AccessStats):
         self._dirty_head = False
         self._decoded: OrderedDict[tuple[str, str], AMFRecord] = OrderedDict()
         self._hot_rows: dict[str, Any] = {}
-        self._hot_stamp: tuple[object, int] = (None, -1)
+        self._cached_at: tuple[object, int] = (None, -1)  # see _caches_current
         self._wal_watch: WalWatch | None = None
         self._raw_states = {}  # see IndexReads.raw_bodies
         self._rowid_of = {}
@@ -187,7 +187,6 @@ class SQLiteStore(ChangeLog, IndexReads, AccessStats):
                 if self._dirty_head:
                     self._sign_head()
                 self._db.execute("COMMIT")
-                self._counts_changed()
                 if self._dirty_head:
                     self._dirty_head = False
                     self._write_witness()
@@ -496,26 +495,14 @@ class SQLiteStore(ChangeLog, IndexReads, AccessStats):
         return self._decode(row) if row else None
 
     def _row_by_id(self, knowledge_id: str) -> Any:
-        """The record's row; from ``_hot_rows`` while nothing can have changed it: no
-        commit by another connection or process (the wal-index header, ``walwatch``; else
-        ``PRAGMA data_version``) and no change by this one (``total_changes``; inside a
-        transaction of our own, always the table). A read by id is the node's hottest
-        request. Buffered access counts are not in the row; ``_decode`` adds them."""
+        """The record's row, from ``_hot_rows`` while ``_caches_current``. A read by id is
+        the node's hottest request. Buffered access counts are not in the row; ``_decode``
+        adds them."""
         with self._lock:
             db = self._db
-            if db.in_transaction:
+            if not self._caches_current():
                 return db.execute(_GET_BY_ID, (knowledge_id,)).fetchone()
-            watch = self._wal_watch
-            seen = (
-                watch.stamp()
-                if watch is not None
-                else db.execute("PRAGMA data_version").fetchone()[0]
-            )
-            stamp = (seen, db.total_changes)
             hot = self._hot_rows
-            if stamp != self._hot_stamp:
-                hot.clear()
-                self._hot_stamp = stamp
             row = hot.get(knowledge_id)
             if row is None:
                 row = db.execute(_GET_BY_ID, (knowledge_id,)).fetchone()
@@ -524,6 +511,28 @@ class SQLiteStore(ChangeLog, IndexReads, AccessStats):
                         hot.clear()
                     hot[knowledge_id] = row
             return row
+
+    def _caches_current(self) -> bool:
+        """Whether the read caches (rows read by id, stored access-count windows) may be
+        used, after emptying them if anything was committed since they were filled; call
+        locked. A commit by another connection or process moves the wal-index header
+        (``walwatch``; else ``PRAGMA data_version``), a write of this one moves
+        ``total_changes``. Inside our own transaction they are not used at all: what it
+        reads may still be rolled back."""
+        db = self._db
+        if db.in_transaction:
+            return False
+        watch = self._wal_watch
+        seen = (
+            watch.stamp() if watch is not None
+            else db.execute("PRAGMA data_version").fetchone()[0]
+        )
+        stamp = (seen, db.total_changes)
+        if stamp != self._cached_at:
+            self._hot_rows.clear()
+            self._stored_counts.clear()
+            self._cached_at = stamp
+        return True
 
     def get_many(self, knowledge_ids: Sequence[str]) -> list[StoredRecord]:
         """The records found among ``knowledge_ids``, in the order asked (one statement per

@@ -25,12 +25,9 @@ _ACCESS_FLUSH_N = 512  # ... or once this many records have buffered counts
 # With a background flusher a reader writes only if the flusher has fallen this far behind
 # (the buffer is bounded either way).
 _ACCESS_INLINE_N = 4 * _ACCESS_FLUSH_N
-# Stored windowed counts (``access_count_since``) are remembered this long. Every read a
-# node serves reports its record's 7-day count, and the query for it was a tenth of a
-# MEMORY_READ's server CPU. Our own commits drop the remembered counts at once; counts
-# written by another process show up at most this late, which is the lateness the buffered
-# counts already have (``_ACCESS_FLUSH_S``): access statistics are advisory.
-_COUNT_TTL_S = 1.0
+# Stored windowed counts (``access_count_since``) remembered, until anything is committed:
+# every read a node serves reports its record's 7-day count, and the query for it was a
+# tenth of a MEMORY_READ's server CPU.
 _COUNT_CACHE_MAX = 8192
 
 log = logging.getLogger(__name__)
@@ -58,10 +55,13 @@ class AccessStats:
     _lock: threading.RLock
     _pending_access: dict[str, _PendingAccess]
     _pending_since: float
-    # (knowledge_id, first day) -> (stored count, monotonic time it stops being trusted)
-    _stored_counts: dict[tuple[str, int], tuple[int, float]]
+    # (knowledge_id, first day) -> stored count; emptied by ``_caches_current``
+    _stored_counts: dict[tuple[str, int], int]
 
     def atomic(self) -> AbstractContextManager[None]:  # provided by SQLiteStore
+        raise NotImplementedError
+
+    def _caches_current(self) -> bool:  # provided by SQLiteStore
         raise NotImplementedError
 
     def _init_access(self) -> None:
@@ -198,25 +198,19 @@ class AccessStats:
         since_day = int(since // _DAY)
         key = (knowledge_id, since_day)
         with self._lock:
-            now = time.monotonic()
-            known = self._stored_counts.get(key)
-            if known is not None and known[1] > now:
-                stored = known[0]
-            else:
+            cached = self._caches_current()
+            stored = self._stored_counts.get(key) if cached else None
+            if stored is None:
                 row = self._db.execute(
                     "SELECT COALESCE(SUM(a.count),0) FROM access_daily a JOIN records r "
                     "ON r.rowid=a.rid WHERE r.knowledge_id=? AND a.day>=?",
                     key,
                 ).fetchone()
                 stored = int(row[0])
-                if len(self._stored_counts) >= _COUNT_CACHE_MAX:
-                    self._stored_counts.clear()
-                self._stored_counts[key] = (stored, now + _COUNT_TTL_S)
+                if cached:
+                    if len(self._stored_counts) >= _COUNT_CACHE_MAX:
+                        self._stored_counts.clear()
+                    self._stored_counts[key] = stored
             entry = self._pending_access.get(knowledge_id)
             buffered = sum(n for d, n in entry.days.items() if d >= since_day) if entry else 0
         return stored + buffered
-
-    def _counts_changed(self) -> None:
-        """Called after every commit of this connection: a flush moved buffered counts into
-        ``access_daily``, a purge deleted some; either way the remembered ones are stale."""
-        self._stored_counts.clear()
