@@ -53,8 +53,7 @@ def backfill(store: SQLiteStore, migrated_from: int) -> None:
     ).fetchone() is not None
     if not (events or links):
         return
-    db.execute("BEGIN IMMEDIATE")  # before reading: no purge may slip in between
-    try:
+    with store.atomic():  # read inside it too: no purge may slip in between
         rows = db.execute(f"SELECT {STATE_COLS} FROM records r WHERE r.body IS NOT NULL").fetchall()
         for row in rows:
             try:
@@ -72,7 +71,3 @@ def backfill(store: SQLiteStore, migrated_from: int) -> None:
             if links:
                 db.executemany(LINKS_SQL, link_rows(int(row[0]), found.record))
         db.execute("DELETE FROM store_meta WHERE key=?", (LINKS_PENDING,))
-        db.execute("COMMIT")
-    except BaseException:
-        db.execute("ROLLBACK")
-        raise
