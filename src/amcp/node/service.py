@@ -9,7 +9,6 @@ stored: a write outside the peer's scopes is 403 and leaves the store untouched.
 
 from __future__ import annotations
 
-import re
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -34,13 +33,13 @@ from amcp.node.views import (
     new_work_session_id,
 )
 from amcp.session import AccessPolicy, Mode, Principal
+from amcp.store.links import is_work_session_id
 from amcp.sync import apply_changes, pull_changes
 from amcp.wire import Frame, MsgType
 
 MAX_IDS = MAX_K  # ids per MEMORY_READ: the same bound as k
 MAX_BATCH = 256  # records per MEMORY_WRITE batch: one reply, one transaction's worth
 MAX_HOPS = 8  # SYNC_PUSH relayed further than this is taken for a loop (508)
-_WORK_SESSION = re.compile(r"S-\d{8}-\d{6}-[0-9a-f]{6}")
 
 M = MsgType
 _READ_RESPONSE = M.MEMORY_READ_RESPONSE  # a global: EnumType.__getattr__ slows `M.X`
@@ -414,7 +413,7 @@ class NodeService:
         wsid = p.get("work_session_id")
         if wsid is None:
             wsid = new_work_session_id()
-        elif not isinstance(wsid, str) or not _WORK_SESSION.fullmatch(wsid):
+        elif not isinstance(wsid, str) or not is_work_session_id(wsid):
             raise ValidationError("work_session_id", "must look like S-YYYYMMDD-HHMMSS-6hex")
         peer.work_session_id = wsid
         return Reply(M.SESSION_BEGIN, {"work_session_id": wsid})

@@ -25,8 +25,14 @@ if TYPE_CHECKING:
 CAUSE = "cause"
 SESSION = "session"
 _MARK = "session:"
-# The node's work-session ids (amcp.node.views.work_session_id, checked by the service).
-_SESSION_ID = re.compile(r"S-\d{8}-\d{6}-[0-9a-f]{6}\Z")
+# The node's work-session ids: what amcp.node.views.new_work_session_id draws, and the only
+# form the node accepts from a client (SESSION_BEGIN).
+_WORK_SESSION_ID = re.compile(r"S-\d{8}-\d{6}-[0-9a-f]{6}")
+
+
+def is_work_session_id(text: str) -> bool:
+    """``S-YYYYMMDD-HHMMSS-6hex``."""
+    return _WORK_SESSION_ID.fullmatch(text) is not None
 
 
 def session_of(evidence: object) -> str | None:
@@ -35,12 +41,12 @@ def session_of(evidence: object) -> str | None:
         return None
     if evidence.startswith(_MARK):
         return evidence[len(_MARK):] or None
-    return evidence if _SESSION_ID.match(evidence) else None
+    return evidence if is_work_session_id(evidence) else None
 
 
 def indexes_session(session: str) -> bool:
     """Whether every evidence form ``session_id(session)`` matches is in the index."""
-    return bool(_SESSION_ID.match(session))
+    return is_work_session_id(session)
 
 
 def links_of(record: AMFRecord) -> list[tuple[str, str]]:
@@ -51,4 +57,6 @@ def links_of(record: AMFRecord) -> list[tuple[str, str]]:
     return list(dict.fromkeys(rows))
 
 
-__all__ = ["CAUSE", "SESSION", "indexes_session", "links_of", "session_of"]
+__all__ = [
+    "CAUSE", "SESSION", "indexes_session", "is_work_session_id", "links_of", "session_of",
+]
