@@ -277,16 +277,6 @@ def _resolve_caused_by(expr: Expr, ctx: QueryContext) -> Expr:
     return In("caused_by", values)
 
 
-def _calls_for_caused_by(expr: Expr) -> bool:
-    if isinstance(expr, And | Or):
-        return any(_calls_for_caused_by(e) for e in expr.items)
-    if isinstance(expr, Not):
-        return _calls_for_caused_by(expr.item)
-    return isinstance(expr, Compare | Contains) and expr.field == "caused_by" and isinstance(
-        expr.value, FuncCall
-    )
-
-
 def _union_of_branches(pushed: Pushdown, base: RecordFilter, ctx: QueryContext) -> Pushdown:
     """Narrow ``pushed`` by each residual OR whose every branch the store can answer: the
     records that pass some branch are within the union of the branches' own store answers.
@@ -344,7 +334,9 @@ def _refine(plan: RecallPlan, ctx: QueryContext) -> Pushdown:
     """The store-dependent half of planning, run at the start of execution."""
     pushed = plan.pushdown
     base = RecordFilter(scopes=ctx.scopes, lifecycles=_base_lifecycles(plan))
-    if any(mentions(e, "referenced_by") or _calls_for_caused_by(e) for e in pushed.residual):
+    # A residual caused_by is a call to resolve (or a second any-of set: re-pushing it
+    # changes nothing).
+    if any(mentions(e, "referenced_by") or mentions(e, "caused_by") for e in pushed.residual):
         items = tuple(
             _resolve_caused_by(_rewrite_referenced_by(e, ctx), ctx)
             for e in (*pushed.exact, *pushed.prefilter, *pushed.residual)
