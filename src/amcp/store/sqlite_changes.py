@@ -66,6 +66,20 @@ class ChangeLog:
             for seq, hlc, op, kid, d, h in rows
         ]
 
+    def changes_of(self, knowledge_id: str, limit: int = 200) -> list[Change]:
+        """The log entries naming one record, oldest first (the ``changes_kid`` index):
+        what the web inspector shows as the entries that vouch for a record."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT seq, hlc, op, knowledge_id, details, hash FROM changes "
+                "WHERE knowledge_id=? ORDER BY seq LIMIT ?",
+                (knowledge_id, limit),
+            ).fetchall()
+        return [
+            Change(seq, hlc, ChangeOp(op), kid, msgpack.unpackb(d, raw=False), h)
+            for seq, hlc, op, kid, d, h in rows
+        ]
+
     def max_hlc(self) -> int:
         with self._lock:
             row = self._db.execute("SELECT MAX(hlc) FROM changes").fetchone()
