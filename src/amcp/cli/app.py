@@ -371,6 +371,7 @@ def demo(
 # Commands that live in their own modules, registered after the core ones.
 from amcp.cli import context_cmd  # noqa: E402
 from amcp.cli.api_cmd import http, mcp  # noqa: E402
+from amcp.cli.brain_cmd import brain_app  # noqa: E402
 from amcp.cli.conformance_cmd import conformance  # noqa: E402
 from amcp.cli.hooks_cmd import capture, hook_app, hooks_app  # noqa: E402
 from amcp.cli.serve_cmd import serve, trust_app  # noqa: E402
@@ -387,6 +388,7 @@ app.command("event")(context_cmd.event)
 app.add_typer(hooks_app, name="hooks")
 app.add_typer(hook_app, name="hook")
 app.command("capture")(capture)
+app.add_typer(brain_app, name="brain")
 
 
 def main() -> None:

@@ -1,0 +1,205 @@
+"""What the brain shows of one record: its region, place, AMP kind, title and weight.
+
+One definition shared by the compile, the OKF export and the backends, so the three cannot
+disagree about which region a memory is in or what weight it carries.
+
+* **region** — the record's first scope, made file-name safe (``project:amcp`` →
+  ``project-amcp``, ``*`` → ``global``): a scope is the store's own notion of "where a
+  memory belongs", which is what AMP's Region is.
+* **place** — the record's ``x-kind`` (``learning``, ``work_boundary``, ``preference``…),
+  else ``general``: AMP's Place groups memories of one sort inside a Region.
+* **kind** — the AMP kind (``amcp.evolution.outcomes.amp_kind``: intent, facts, pattern,
+  invalidation, discovery, events, lifefact).
+* **weight** — see ``brain_weight``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from amcp.amf.timefmt import normalise_timestamp, parse_ts
+from amcp.amf.types import Lifecycle
+from amcp.evolution.decay import view
+from amcp.evolution.outcomes import PINNED, amp_kind
+from amcp.store.base import RecordFilter, StoredRecord
+
+if TYPE_CHECKING:
+    from amcp.memory import Memory
+
+# AMP's reading order (PROTOCOL §4.3): intent → facts → pattern → invalidation → discovery →
+# events; lifefacts last, they have their own region in AMP and no reading priority.
+KIND_ORDER: tuple[str, ...] = (
+    "intent", "facts", "pattern", "invalidation", "discovery", "events", "lifefact",
+)
+ARCHIVE_BELOW = 0.10  # AMP §4.4: below this an entry leaves the active pointer table
+TITLE_CHARS = 72  # AMP v2.10 truncates titles to 72 characters in INDEX.md
+PAGE = 2000  # records read per store page
+MAX_NAME = 64  # characters of a region or place name (file names)
+ID_CHARS = 14  # "K-" + 12 hex, as the pointer tier prints ids
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+ALL_RECORDS = RecordFilter(lifecycles=None, include_expired=True)
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """One record as the brain shows it. ``weight`` is for ``now`` (see ``brain_weight``)."""
+
+    knowledge_id: str
+    region: str
+    place: str
+    kind: str
+    title: str
+    text: str
+    type: str
+    scopes: tuple[str, ...]
+    tags: tuple[str, ...]
+    created_at: str
+    created_by: str
+    lifecycle: str
+    weight: float
+    outcome_weight: float
+    archived: bool
+    hlc: int
+    supersedes: str | None = None
+    superseded_by: str | None = None
+    sensitive: bool = False
+
+    @property
+    def short_id(self) -> str:
+        return self.knowledge_id[:ID_CHARS]
+
+    @property
+    def day(self) -> str:
+        return self.created_at[:10]
+
+
+def safe_name(text: str, default: str = "global") -> str:
+    """A file-name-safe, case-preserving form of ``text`` (``*`` → ``global``)."""
+    if text == "*":
+        return default
+    name = _UNSAFE.sub("-", text).strip("-.") or default
+    if len(name) > MAX_NAME:  # a scope may be long; a file name may not
+        import hashlib
+
+        name = name[: MAX_NAME - 9] + "-" + hashlib.sha256(text.encode()).hexdigest()[:8]
+    return name
+
+
+def one_line(text: str, limit: int) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1].rstrip() + "…"
+
+
+def brain_weight(item: StoredRecord, kind: str, now: float) -> tuple[float, bool]:
+    """(weight, archived) of a record at ``now``: the AMP compiler's rule on our state.
+
+    * a lifefact is pinned at 1.0 and never archived (AMP Rule 12);
+    * a superseded record is 0 and archived (AMP Rule 8), as are invalidated and archived
+      ones, whatever their learned weight;
+    * otherwise the effective confidence (``amcp.evolution.decay``): the writer's confidence,
+      decayed by age under the record's decay model and moved by the trust weight learned
+      from outcomes (+0.30 / −0.20 per round) — archived below 0.10.
+    """
+    assert item.record is not None
+    state = item.state
+    if kind == PINNED:
+        return 1.0, False
+    if state.lifecycle is not Lifecycle.ACTIVE or state.superseded_by:
+        return 0.0, True
+    weight = round(view(item.record, state, now).effective_confidence, 6)
+    return weight, weight < ARCHIVE_BELOW
+
+
+def entry_of(item: StoredRecord, now: float) -> Entry | None:
+    """The brain's view of ``item``; None for a purged tombstone."""
+    record = item.record
+    if record is None:
+        return None
+    kind = amp_kind(record)
+    weight, archived = brain_weight(item, kind, now)
+    scopes = tuple(record.meta.project_scope)
+    text = record.text
+    return Entry(
+        knowledge_id=item.knowledge_id,
+        region=safe_name(scopes[0]),
+        place=safe_name(record.kind or "general", "general"),
+        kind=kind,
+        title=one_line(text, TITLE_CHARS),
+        text=text,
+        type=record.type.value,
+        scopes=scopes,
+        tags=tuple(record.tags),
+        created_at=record.meta.created_at,
+        created_by=record.meta.created_by,
+        lifecycle=item.state.lifecycle.value,
+        weight=weight,
+        outcome_weight=round(item.state.weight, 6),
+        archived=archived,
+        hlc=item.state.hlc,
+        supersedes=record.causal.supersedes if record.causal else None,
+        superseded_by=item.state.superseded_by,
+        sensitive=item.state.sensitive,
+    )
+
+
+def iter_entries(mem: Memory, now: float) -> Iterator[Entry]:
+    """Every unpurged record of the store, in store order, as entries (sensitive records
+    come redacted, as every read without ``reveal`` does)."""
+    after: str | None = None
+    while page := mem.list_records(ALL_RECORDS, limit=PAGE, after=after):
+        for item in page:
+            after = item.knowledge_id
+            entry = entry_of(item, now)
+            if entry is not None:
+                yield entry
+
+
+def sort_key(entry: Entry) -> tuple[int, float, str, str]:
+    """AMP's reading order inside a place: kind order, then weight high first, then the
+    newest, then the id (a total order, so output never depends on store order)."""
+    rank = KIND_ORDER.index(entry.kind) if entry.kind in KIND_ORDER else len(KIND_ORDER)
+    return rank, -entry.weight, _neg(entry.created_at), entry.knowledge_id
+
+
+def _neg(ts: str) -> str:
+    # Newest first inside an ascending sort: compare the timestamps' complements.
+    return "".join(chr(0x10FFFF - ord(c)) for c in ts)
+
+
+def iso_utc(epoch: float) -> str:
+    """``epoch`` as ``YYYY-MM-DDTHH:MM:SSZ`` in UTC, whatever the machine's TZ."""
+    import datetime as dt
+
+    return dt.datetime.fromtimestamp(int(epoch), dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def parse_now(value: str | None) -> float | None:
+    """``--now`` as epoch seconds: ISO 8601 (``2026-12-01T00:00:00Z``) or a number."""
+    if value is None:
+        return None
+    try:
+        return float(value)
+    except ValueError:
+        pass
+    # normalise_timestamp refuses a naive time: its zone would be this machine's, and two
+    # machines given the same --now must compile the same bytes.
+    return parse_ts(normalise_timestamp(value, "now"), "now").timestamp()
+
+
+__all__ = [
+    "ALL_RECORDS",
+    "ARCHIVE_BELOW",
+    "KIND_ORDER",
+    "Entry",
+    "brain_weight",
+    "entry_of",
+    "iso_utc",
+    "iter_entries",
+    "one_line",
+    "parse_now",
+    "safe_name",
+    "sort_key",
+]

@@ -1,0 +1,149 @@
+"""``amcp brain …``: compile, track, export, validate, the git brain, GitHub, audit.
+
+The app registers it with ``app.add_typer(brain_app, name="brain")``. Each command is a
+few lines over ``amcp.brain``; the composition root (here) reads the environment
+(``GITHUB_TOKEN``) and nothing below it does.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from amcp.cli.common import emit_json, friendly, out, store_path
+
+if TYPE_CHECKING:
+    from amcp.memory import Memory
+
+brain_app = typer.Typer(help="The Markdown brain: compile, export, git and GitHub backends.",
+                        no_args_is_help=True)
+github_app = typer.Typer(help="The GitHub-issues backend (RxAi AMP).", no_args_is_help=True)
+brain_app.add_typer(github_app, name="github")
+
+StoreOpt = Annotated[
+    Path | None, typer.Option("--store", "-s", help="Store file (default $AMCP_HOME/memory.db).")
+]
+NowOpt = Annotated[
+    str | None,
+    typer.Option("--now", help="The compile's clock: ISO 8601 with a zone, or epoch seconds. "
+                 "The same store and --now give byte-identical output."),
+]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
+
+
+@contextmanager
+def open_memory(store: Path | None, embedder: str | None = None) -> Iterator[Memory]:
+    """The store for brain work: no embedder unless one is asked for (compiles, exports
+    and syncs read and write text; a model load would be most of their time). A record
+    written without an embedder gets its vector at the next ``amcp reindex``."""
+    from amcp.errors import AmcpError
+    from amcp.memory import Memory
+
+    path = store_path(store)
+    if not path.exists():
+        raise AmcpError(f"no store at {path}; run `amcp init` first (or pass --store)")
+    mem = Memory(path, embedder=embedder, check_embedder=embedder is not None)
+    try:
+        yield mem
+    finally:
+        mem.close()
+
+
+def _now(value: str | None) -> float | None:
+    from amcp.brain.entries import parse_now
+
+    return parse_now(value)
+
+
+@brain_app.command("compile")
+@friendly
+def compile_cmd(
+    directory: Annotated[Path, typer.Argument(help="Brain directory (created if missing).")],
+    store: StoreOpt = None,
+    now: NowOpt = None,
+    json_: JsonOpt = False,
+) -> None:
+    """Compile INDEX.md, REGION-*.md, weights.json and not_indexed.md (deterministic)."""
+    from amcp.brain.compile import compile_brain
+
+    when = _now(now)
+    with open_memory(store) as mem:
+        rep = compile_brain(mem, directory, now=when)
+    if json_:
+        emit_json({"directory": str(rep.directory), "records": rep.records,
+                   "regions": rep.regions, "index_bytes": rep.index_bytes,
+                   "watermark": rep.watermark, "compiled_at": rep.compiled_at,
+                   "files": list(rep.files), "removed": list(rep.removed),
+                   "took_ms": round(rep.took_ms, 1)})
+        return
+    out.print(f"compiled {rep.records} memories in {rep.regions} regions into {directory} "
+              f"(INDEX.md {rep.index_bytes} bytes, {rep.took_ms:.0f} ms)")
+    for name in rep.removed:
+        out.print(f"  removed stale {name}")
+
+
+@brain_app.command("track")
+@friendly
+def track_cmd(
+    directory: Annotated[Path, typer.Argument(help="Brain directory.")],
+    store: StoreOpt = None,
+    now: NowOpt = None,
+) -> None:
+    """Rebuild not_indexed.md: what arrived since the last compile."""
+    from amcp.brain.compile import track
+
+    with open_memory(store) as mem:
+        rep = track(mem, directory, now=_now(now))
+    out.print(f"{rep.unindexed} memories not yet indexed (since {rep.since})")
+
+
+@brain_app.command("export")
+@friendly
+def export_cmd(
+    directory: Annotated[Path, typer.Argument(help="Output directory: okf/ and rows.ndjson.")],
+    store: StoreOpt = None,
+    now: NowOpt = None,
+) -> None:
+    """Export the OKF v0.1 bundle and rows.ndjson (derived, read-only), validated."""
+    from amcp.brain.errors import BrainError
+    from amcp.brain.okf import export_okf, validate_bundle
+
+    with open_memory(store) as mem:
+        rep = export_okf(mem, directory, now=_now(now))
+    check = validate_bundle(rep.bundle)
+    if not check.ok:
+        raise BrainError("the exported bundle is not OKF v0.1 conformant: "
+                         + "; ".join(check.problems[:5]))
+    out.print(f"exported {rep.concepts} concepts to {rep.bundle} and {rep.rows} "
+              f"(OKF v0.1 conformant"
+              + (f"; {rep.skipped_sensitive} sensitive left out" if rep.skipped_sensitive
+                 else "") + ")")
+
+
+@brain_app.command("validate")
+@friendly
+def validate_cmd(
+    bundle: Annotated[Path, typer.Argument(help="An OKF bundle directory.")],
+) -> None:
+    """Check an OKF bundle against OKF v0.1 §9 (and the inferred front matter schema)."""
+    from amcp.brain.okf import validate_bundle
+
+    rep = validate_bundle(bundle)
+    for problem in rep.problems:
+        out.print(f"  {problem}", markup=False)
+    out.print(f"{rep.concepts} concepts: " + ("conformant" if rep.ok else
+                                              f"{len(rep.problems)} problems"))
+    if not rep.ok:
+        raise typer.Exit(1)
+
+
+def github_token(explicit: str | None) -> str | None:
+    return explicit or os.environ.get("GITHUB_TOKEN") or os.environ.get("GH_TOKEN")
+
+
+__all__ = ["brain_app", "github_token"]
