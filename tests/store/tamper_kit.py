@@ -319,6 +319,7 @@ class Observation:
     error: str | None = None  # a read failed (the whole answer lost) with this message
     warnings: int = 0  # quarantined records / warnings the path surfaced
     applicable: bool = True
+    filtered: bool = True  # the read applied the attack's filters (reads by id do not)
 
 
 @dataclass(frozen=True)
@@ -355,7 +356,7 @@ def bad_items(obs: Observation, exp: Expect, s: Seeded) -> list[str]:
             why.append(f"{kid[:12]} is not a record anyone wrote through amcp")
         elif text and text != s.texts[kid] and "…" not in text:
             why.append(f"{kid[:12]} served another record's text {text[:60]!r}")
-        if kid in exp.intruders:
+        if kid in exp.intruders and obs.filtered:
             why.append(f"{kid[:12]} admitted by a forged index row")
         if kid in exp.resurrected and seen.lifecycle in (None, "active"):
             why.append(f"{kid[:12]} served as active")
@@ -536,14 +537,14 @@ def delete_tail(s: Seeded) -> Expect:
     with raw(s) as db:
         for kid in gone:
             delete_record_rows(db, kid)
-    return Expect(gone, (*gone, *_good(s)), unnoticed_is_served=True)
+    return Expect(gone, _good(s), unnoticed_is_served=True)
 
 
 def delete_middle(s: Seeded) -> Expect:
     kid = s.alice[2]
     with raw(s) as db:
         delete_record_rows(db, kid)
-    return Expect((kid,), (kid, *_good(s)), unnoticed_is_served=True)
+    return Expect((kid,), _good(s), unnoticed_is_served=True)
 
 
 def reorder(s: Seeded) -> Expect:
@@ -603,7 +604,7 @@ def dir_rollback(s: Seeded) -> Expect:
     snap = _snapshot_then_write(s)
     copy_dir(snap, s.store_dir)
     late = s.alice[-1]
-    return Expect((late,), (late, *_good(s)), unnoticed_is_served=True)
+    return Expect((late,), _good(s), unnoticed_is_served=True)
 
 
 def rollback_witness_deleted(s: Seeded) -> Expect:
@@ -613,7 +614,7 @@ def rollback_witness_deleted(s: Seeded) -> Expect:
     for mark in witness_files(s):
         mark.unlink()
     late = s.alice[-1]
-    return Expect((late,), (late, *_good(s)), unnoticed_is_served=True)
+    return Expect((late,), _good(s), unnoticed_is_served=True)
 
 
 ATTACKS = {
@@ -693,7 +694,8 @@ def read_by_id(mem: Memory, s: Seeded, exp: Expect) -> Observation:
     ids = list(dict.fromkeys([*exp.victims, *exp.good, *exp.resurrected]))
     got = mem.read(ids)
     seen = [_seen_item(i) for i in got if i.record is not None]
-    return Observation("get/read", seen, warnings=warning_count(got, mem, mem.store))
+    return Observation("get/read", seen, warnings=warning_count(got, mem, mem.store),
+                       filtered=False)
 
 
 def read_list(mem: Memory, s: Seeded, exp: Expect) -> Observation:
@@ -732,7 +734,8 @@ def read_export(mem: Memory, s: Seeded, exp: Expect) -> Observation:
             amf, state = obj["amf"], obj.get("state") or {}
             text = (amf.get("annotation") or {}).get("natural_language") or amf["core"]["object"]
             seen.append(Seen(amf["knowledge_id"], text, state.get("lifecycle")))
-    return Observation("export", seen, warnings=warning_count(report, mem, mem.store))
+    return Observation("export", seen, warnings=warning_count(report, mem, mem.store),
+                       filtered=False)
 
 
 MEMORY_PATHS = (read_recall, read_by_id, read_list, read_context, read_export)
@@ -757,6 +760,26 @@ def memory_paths(s: Seeded, exp: Expect) -> list[Observation]:
     return out
 
 
+def memory_path(name: str) -> Any:
+    """One in-process read path by name, opening its own ``Memory``."""
+    read = dict(zip(("recall", "get/read", "list", "context", "export"), MEMORY_PATHS,
+                    strict=True))[name]
+
+    def run(s: Seeded, exp: Expect) -> Observation:
+        try:
+            mem = s.memory()
+        except Exception as exc:
+            return Observation(name, refused=f"{type(exc).__name__}: {exc}")
+        try:
+            return read(mem, s, exp)
+        except Exception as exc:
+            return Observation(name, error=f"{type(exc).__name__}: {exc}")
+        finally:
+            mem.close()
+
+    return run
+
+
 def fastread_path(s: Seeded, exp: Expect) -> Observation:
     """The hooks' reader: lexical recall and the pointer tier, read-only, no ``Memory``."""
     from amcp.store.fastread import FastReader
@@ -769,7 +792,8 @@ def fastread_path(s: Seeded, exp: Expect) -> Observation:
         return Observation("fastread", refused=f"{type(exc).__name__}: {exc}")
     try:
         scopes = [exp.scope] if exp.scope else [ALICE, BOB]
-        got = reader.search(exp.query(s) or "ledger", scopes, 20)
+        # search takes no kind filter: with one, only the (kind-filtered) pointer tier.
+        got = [] if exp.kinds else reader.search(exp.query(s) or "ledger", scopes, 20)
         got += reader.ranked(scopes, 50, kinds=list(exp.kinds) if exp.kinds else None)
         seen = [Seen(r.knowledge_id, r.text, "active", r.weight) for r in got]
         return Observation("fastread", seen, warnings=warning_count(reader))
