@@ -202,6 +202,24 @@ def run_attack(name: str, attack: Callable[[Seeded], Expect], *, cli: bool,
         shutil.rmtree(root, ignore_errors=True)
 
 
+def run_control(*, cli: bool, node: bool) -> dict[str, Any]:
+    """The same reads of an unedited store: every path must serve everything, warn of
+    nothing (a store that refuses or warns about anything would pass every attack)."""
+    root = fresh_root("control")
+    try:
+        s = kit.seed(root)
+        exp = Expect(tuple(s.alice[:3]), (*s.alice, s.bob[0]))
+        cells = {}
+        for o in all_paths(s, exp, cli=cli, node=node):
+            cell, why = kit.control_verdict(o, exp) if o.applicable else ("n/a", "")
+            cells[o.path] = {"verdict": cell, "why": why[:240], "ok": cell in ("clean", "n/a")}
+        bad = [c["verdict"] for c in cells.values() if not c["ok"]]
+        return {"attack": "control (no edit)", "verdict": bad[0] if bad else "clean",
+                "ok": not bad, "cells": cells}
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
 # ---------------------------------------------------------------------- the agmi adapter
 
 
@@ -429,16 +447,17 @@ def main() -> None:
             note = r["error"] or r["guard"] or r["detail"]
             print(f"  {r['attack']:18} {r['status']:11} {note[:110]}")
         print()
+    control = run_control(cli=cli, node=node)
     rows = [run_attack(n, fn, cli=cli, node=node) for n, fn in kit.ATTACKS.items()
             if not args.only or args.only in n]
-    print_table(rows)
+    print_table([control, *rows])
     git = subprocess.run(["git", "-C", str(ROOT), "log", "--oneline", "-1"],
                          capture_output=True, text=True, check=False).stdout.strip()
     path = save(args.name, {
         "commit": git, "paths": list(PATHS), "agmi_version": "0.6.3", "agmi": agmi_rows,
-        "attacks": rows, "seconds": round(time.perf_counter() - started, 1),
+        "control": control, "attacks": rows, "seconds": round(time.perf_counter() - started, 1),
         "served": sum(r["verdict"] == "SERVED" for r in rows),
-        "all_ok": all(r.get("ok") for r in rows),
+        "all_ok": control["ok"] and all(r.get("ok") for r in rows),
     })
     print(f"\n{sum(r.get('ok', False) for r in rows)}/{len(rows)} attacks fully handled; "
           f"{time.perf_counter() - started:.0f} s; wrote {path}")

@@ -590,6 +590,29 @@ def metadata_tamper(s: Seeded) -> Expect:
     return Expect((kid,), (), kinds=(EVIL_KIND,), intruders=(kid,), weight_of=kid)
 
 
+def expiry_forged(s: Seeded) -> Expect:
+    """A live record given an expiry in the past: hidden from every read as if expired."""
+    kid = s.alice[2]
+    with raw(s) as db:
+        db.execute("UPDATE records SET expires_at=1 WHERE knowledge_id=?", (kid,))
+    return Expect((kid,), _good(s), unnoticed_is_served=True)
+
+
+def control_verdict(obs: Observation, exp: Expect) -> tuple[str, str]:
+    """For an unedited store: "clean" when the path served every good record and warned
+    of nothing; else what went wrong (a false alarm is as bad as a missed attack)."""
+    if obs.refused is not None:
+        return "REFUSED", obs.refused
+    if obs.error is not None:
+        return "ERROR", obs.error
+    lost = [k for k in exp.good if k not in {x.knowledge_id for x in obs.seen}]
+    if obs.warnings:
+        return "FALSE ALARM", f"{obs.warnings} warning(s)"
+    if lost:
+        return "LOST", f"{len(lost)} good records not served"
+    return "clean", ""
+
+
 def _snapshot_then_write(s: Seeded) -> Path:
     """Copy the whole store directory (keys/ included), then write one more record."""
     snap = s.root / "snapshot"
@@ -638,6 +661,7 @@ ATTACKS = {
     "resurrect invalidated": resurrect_invalidated,
     "resurrect superseded": resurrect_superseded,
     "rollback + witness deleted": rollback_witness_deleted,
+    "expires_at (hide)": expiry_forged,
 }
 
 
