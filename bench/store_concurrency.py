@@ -291,6 +291,7 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="amcp-concurrency-"))
     # Witnesses of these throwaway stores go to a throwaway per-user state directory.
     os.environ["XDG_STATE_HOME"] = str(work / "xdg-state")
+    os.environ["AMCP_STATE_DIR"] = str(work / "xdg-state" / "amcp")
     out: dict[str, Any] = {}
     started = time.perf_counter()
     try:

@@ -61,7 +61,10 @@ OPEN_PHRASES = ("failed its integrity check", "rolled back", "witness", "signed 
 
 def fresh_root(tag: str) -> Path:
     root = Path(tempfile.mkdtemp(prefix=f"amcp-tamper-{tag[:12].replace(' ', '_')}-"))
-    # The per-user state directory of this run: where amcp keeps witnesses by default.
+    # The per-user state directory of this run: where amcp keeps witnesses by default
+    # ($XDG_STATE_HOME/amcp/witness). An explicit AMCP_STATE_DIR would override the default,
+    # and the default location is what T9 is about.
+    os.environ.pop("AMCP_STATE_DIR", None)
     os.environ["XDG_STATE_HOME"] = str(root / "xdg-state")
     return root
 

@@ -85,8 +85,10 @@ class Seeded:
 
     def env(self) -> dict[str, str]:
         """The environment a CLI or hook process of this store runs with."""
-        return {**os.environ, "XDG_STATE_HOME": str(self.state_home),
-                "AMCP_HOME": str(self.store_dir)}
+        env = {**os.environ, "XDG_STATE_HOME": str(self.state_home),
+               "AMCP_HOME": str(self.store_dir)}
+        env.pop("AMCP_STATE_DIR", None)  # the default witness location, as in the parent
+        return env
 
 
 def seed(root: Path, *, alice: int = 5, bob: int = 2, lifecycle_extras: bool = True) -> Seeded:

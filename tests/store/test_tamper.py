@@ -39,7 +39,9 @@ COVERED: list[tuple[str, str]] = [
 
 @pytest.fixture
 def seeded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Seeded:
-    # The per-user state directory (the default witness home) of this test only.
+    # The per-user state directory (the default witness home) of this test only, found the
+    # default way ($XDG_STATE_HOME): an explicit AMCP_STATE_DIR is not the default.
+    monkeypatch.delenv("AMCP_STATE_DIR", raising=False)
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "xdg-state"))
     return kit.seed(tmp_path)
 
