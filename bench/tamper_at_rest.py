@@ -432,6 +432,23 @@ def print_table(rows: list[dict[str, Any]]) -> None:
               + "".join(f"{cells.get(p, {}).get('verdict', '-'):12}" for p in PATHS))
 
 
+def markdown(result: dict[str, Any]) -> str:
+    """A results file as Markdown tables (agmi's cells, then attack × path)."""
+    lines = []
+    if result.get("agmi"):
+        lines += ["| agmi 0.6.3 | status | detail |", "|---|---|---|"]
+        lines += [f"| {r['attack']} | {r['status']} | "
+                  f"{(r['error'] or r['guard'] or r['detail'])[:90]} |" for r in result["agmi"]]
+        lines.append("")
+    lines += ["| attack | verdict | " + " | ".join(PATHS) + " |",
+              "|---" * (len(PATHS) + 2) + "|"]
+    for r in [result["control"], *result["attacks"]]:
+        cells = r.get("cells", {})
+        lines.append(f"| {r['attack']} | **{r['verdict']}** | " + " | ".join(
+            cells.get(p, {}).get("verdict", "-") for p in PATHS) + " |")
+    return "\n".join(lines)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="no CLI subprocesses, no node")
@@ -440,7 +457,11 @@ def main() -> None:
     ap.add_argument("--no-agmi", action="store_true")
     ap.add_argument("--only", help="run only the attacks whose name contains this")
     ap.add_argument("--name", default="tamper_at_rest", help="result file name")
+    ap.add_argument("--markdown", type=Path, help="print this results file as Markdown")
     args = ap.parse_args()
+    if args.markdown:
+        print(markdown(json.loads(args.markdown.read_text())))
+        return
     cli, node = not (args.quick or args.no_cli), not (args.quick or args.no_node)
     started = time.perf_counter()
     agmi_rows = [] if args.no_agmi else run_agmi()
