@@ -186,6 +186,14 @@ def write_body(db: sqlite3.Connection, kid: str, rec: dict[str, Any]) -> None:
         "UPDATE records SET body=?, knowledge_id=?, checksum=? WHERE knowledge_id=?",
         (canonical_packb(rec), rec["knowledge_id"], rec["integrity"]["checksum"], kid),
     )
+    envelope = rec["integrity"].get("envelope")
+    if envelope is not None and "envelope" in columns(db, "records"):
+        db.execute("UPDATE records SET envelope=? WHERE knowledge_id=?",
+                   (envelope, rec["knowledge_id"]))
+
+
+def columns(db: sqlite3.Connection, table: str) -> set[str]:
+    return {r[1] for r in db.execute(f"PRAGMA table_info({table})")}
 
 
 def _edit_text(rec: dict[str, Any], text: str) -> None:
@@ -200,8 +208,7 @@ def _dependents(db: sqlite3.Connection) -> list[str]:
     for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type='table'"):
         if name == "records" or name.startswith(("records_fts_", "sqlite_")):
             continue
-        cols = {r[1] for r in db.execute(f"PRAGMA table_info({name})")}
-        if "rid" in cols:
+        if "rid" in columns(db, name):
             out.append(f"DELETE FROM {name} WHERE rid=?")
     out += ["DELETE FROM records_fts WHERE rowid=?", "DELETE FROM vectors WHERE rowid=?"]
     return out
@@ -221,15 +228,15 @@ def rechain(db: sqlite3.Connection) -> None:
     node key, so the old one stays."""
     prev = GENESIS
     rows = db.execute(
-        "SELECT seq, hlc, op, knowledge_id, details FROM changes ORDER BY seq").fetchall()
-    for seq, hlc, op, kid, blob in rows:
+        "SELECT seq, hlc, op, knowledge_id, details, hash FROM changes ORDER BY seq").fetchall()
+    for seq, hlc, op, kid, blob, _old in rows:
         prev = link_hash(prev, seq, hlc, op, kid, msgpack.unpackb(blob, raw=False))
         db.execute("UPDATE changes SET hash=? WHERE seq=?", (prev, seq))
     head = db.execute("SELECT value FROM store_meta WHERE key='chain_head'").fetchone()
-    if head is not None:
-        h_seq, _old, *sig = head[0].split()
+    if head is not None and rows:
+        # Whatever else the head carries (count, digest, signature) stays as it was.
         db.execute("UPDATE store_meta SET value=? WHERE key='chain_head'",
-                   (" ".join([h_seq, prev, *sig]),))
+                   (head[0].replace(rows[-1][5], prev),))
 
 
 def rewrite_reachable_witnesses(s: Seeded) -> int:
