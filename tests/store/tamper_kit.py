@@ -104,6 +104,8 @@ def seed(root: Path, *, alice: int = 5, bob: int = 2, lifecycle_extras: bool = T
             _remember(s, mem, s.bob, bob_text(word), BOB, word)
         if lifecycle_extras:
             s.invalidated = _remember(s, mem, [], alice_text("quartz"), ALICE, "quartz")
+            with raw(s) as db:  # the row as it was while active: what a backup holds
+                s.extra["active_row"] = row(db, s.invalidated)
             mem.invalidate(s.invalidated, "it was wrong")
             s.superseded_old = _remember(s, mem, [], alice_text("oolong"), ALICE, "oolong")
             new = mem.supersede(s.superseded_old, alice_text("mocha"))
@@ -524,6 +526,18 @@ def resurrect_invalidated(s: Seeded) -> Expect:
     return Expect((kid,), _good(s), resurrected=(kid,))
 
 
+def resurrect_old_row(s: Seeded) -> Expect:
+    """The invalidated record's row put back as a backup holds it from while it was active:
+    every column (and any seal on it) is one the node wrote, just no longer current."""
+    kid = s.invalidated
+    assert kid is not None
+    old = {k: v for k, v in s.extra["active_row"].items() if k not in ("rowid_", "rowid")}
+    with raw(s) as db:
+        db.execute(f"UPDATE records SET {', '.join(f'{c}=?' for c in old)}"
+                   " WHERE knowledge_id=?", [*old.values(), kid])
+    return Expect((kid,), _good(s), resurrected=(kid,))
+
+
 def resurrect_superseded(s: Seeded) -> Expect:
     kid = s.superseded_old
     assert kid is not None
@@ -669,6 +683,7 @@ ATTACKS = {
     "created_at": created_at_edit,
     "resurrect invalidated": resurrect_invalidated,
     "resurrect superseded": resurrect_superseded,
+    "resurrect (old row copy)": resurrect_old_row,
     "rollback + witness deleted": rollback_witness_deleted,
     "expires_at (hide)": expiry_forged,
 }
