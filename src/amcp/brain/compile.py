@@ -34,13 +34,14 @@ from typing import TYPE_CHECKING
 from amcp.brain.entries import (
     KIND_ORDER,
     Entry,
+    Static,
     entry_of,
     iso_utc,
     iter_entries,
     one_line,
     sort_key,
 )
-from amcp.brain.files import publish, sha256
+from amcp.brain.files import publish, sha256, write_atomic
 from amcp.store.base import ChangeOp, RecordFilter
 
 if TYPE_CHECKING:
@@ -49,6 +50,7 @@ if TYPE_CHECKING:
 INDEX_LIMIT = 8 * 1024  # AMP: INDEX.md must fit an agent's first context read at any size
 TOP_THREADS = 3  # active threads named per region in INDEX.md
 STATE_FILE = ".brain.json"
+CACHE_FILE = ".brain-cache.jsonl"  # derived from immutable content; safe to delete
 FORMAT = 1
 OWNED_PREFIXES = ("REGION-",)
 OWNED_NAMES = frozenset(
@@ -300,7 +302,9 @@ def compile_brain(mem: Memory, directory: Path, *, now: float | None = None) -> 
     when = time.time() if now is None else now
     compiled_at = iso_utc(when)
     watermark = mem.store.max_hlc()
-    entries = sorted(iter_entries(mem, when), key=lambda e: e.knowledge_id)
+    cache = load_cache(directory)
+    known = len(cache)
+    entries = sorted(iter_entries(mem, when, cache), key=lambda e: e.knowledge_id)
     regions = group(entries)
     files: dict[str, bytes] = {
         "INDEX.md": render_index(regions, compiled_at, watermark).encode(),
@@ -319,10 +323,40 @@ def compile_brain(mem: Memory, directory: Path, *, now: float | None = None) -> 
     }
     files[STATE_FILE] = (json.dumps(state, indent=1, sort_keys=True) + "\n").encode()
     removed = publish(directory, files, owned=owned, last=STATE_FILE)
+    save_cache(directory, cache, {e.knowledge_id for e in entries}, changed=len(cache) != known)
     return CompileReport(
         directory, len(entries), len(regions), len(files["INDEX.md"]), watermark, compiled_at,
         tuple(sorted(files)), tuple(removed), (time.perf_counter() - started) * 1000,
     )
+
+
+def load_cache(directory: Path) -> dict[str, Static]:
+    """The compile cache (``entries.Static`` by id); a line that does not parse is skipped
+    (that record's body is simply read again)."""
+    cache: dict[str, Static] = {}
+    try:
+        with (directory / CACHE_FILE).open(encoding="utf-8") as fh:
+            for line in fh:
+                try:
+                    kid, *row = json.loads(line)
+                    cache[kid] = Static.from_list(row)
+                except (ValueError, TypeError):
+                    continue
+    except OSError:
+        pass
+    return cache
+
+
+def save_cache(directory: Path, cache: dict[str, Static], live: set[str], *,
+               changed: bool) -> None:
+    """Rewrite the cache when it gained entries or holds ids the store no longer has —
+    a purged record's text must not outlive it here."""
+    stale = set(cache) - live
+    if not changed and not stale:
+        return
+    lines = (json.dumps([kid, *cache[kid].to_list()], ensure_ascii=False) + "\n"
+             for kid in sorted(live & set(cache)))
+    write_atomic(directory / CACHE_FILE, "".join(lines).encode())
 
 
 @dataclass(frozen=True, slots=True)
@@ -359,8 +393,6 @@ def track(mem: Memory, directory: Path, *, now: float | None = None) -> TrackRep
                 found.append(entry)
     text = render_not_indexed(found, since, iso_utc(when))
     directory.mkdir(parents=True, exist_ok=True)
-    from amcp.brain.files import write_atomic
-
     write_atomic(directory / "not_indexed.md", text.encode())
     return TrackReport(len(found), since)
 

@@ -142,6 +142,62 @@ def validate_cmd(
         raise typer.Exit(1)
 
 
+@brain_app.command("git-init")
+@friendly
+def git_init_cmd(
+    repo: Annotated[Path, typer.Argument(help="Repository directory (git init if needed).")],
+    remote: Annotated[str | None, typer.Option(help="URL of the remote to sync with "
+                                               "(added as origin).")] = None,
+    store: StoreOpt = None,
+) -> None:
+    """Make a git-backed brain and write every active memory into it (one file each)."""
+    from amcp.brain.gitbrain import init, sync
+
+    init(repo, remote=remote)
+    with open_memory(store) as mem:
+        rep = sync(mem, repo)
+    _print_sync(rep)
+
+
+@brain_app.command("sync")
+@friendly
+def sync_cmd(
+    repo: Annotated[Path, typer.Argument(help="The git brain's directory.")],
+    remote: Annotated[str, typer.Option(help="Remote to pull from and push to ('' for "
+                                        "none).")] = "origin",
+    push: Annotated[bool, typer.Option(help="Push after pulling.")] = True,
+    store: StoreOpt = None,
+    json_: JsonOpt = False,
+) -> None:
+    """Two-way sync: edits → supersede, deletions → invalidate, new files → remember."""
+    from amcp.brain.gitbrain import sync
+
+    with open_memory(store) as mem:
+        rep = sync(mem, repo, remote=remote or None, push=push)
+    if json_:
+        from dataclasses import asdict
+
+        emit_json(asdict(rep))
+        return
+    _print_sync(rep)
+    if rep.problems:
+        raise typer.Exit(2)
+
+
+def _print_sync(rep: object) -> None:
+    from amcp.brain.gitbrain import SyncReport
+
+    assert isinstance(rep, SyncReport)
+    out.print(f"{len(rep.superseded)} superseded, {len(rep.invalidated)} invalidated, "
+              f"{len(rep.remembered)} new; {rep.written} files written, {rep.removed} removed"
+              + (f"; commits {', '.join(rep.commits)}" if rep.commits else "")
+              + ("; pulled" if rep.pulled else "") + ("; pushed" if rep.pushed else ""))
+    for line in rep.conflicts:
+        out.print(f"  conflict resolved: {line}", markup=False)
+    for line in rep.problems:
+        out.print(f"  [yellow]not applied[/yellow]: {line}")
+
+
 def github_token(explicit: str | None) -> str | None:
     return explicit or os.environ.get("GITHUB_TOKEN") or os.environ.get("GH_TOKEN")
 
