@@ -130,11 +130,12 @@ def http_path(s: Seeded, exp: Expect) -> Observation:
         body["created_after"] = exp.created_after
     try:
         try:
-            app = create_app(mem, ui=False)
+            app = create_app(mem)
         except ImportError as exc:  # a module of the app missing (work in progress)
             print(f"  http: the app does not build here ({exc}); column left n/a")
             return Observation("http", applicable=False)
-        with TestClient(app) as client:
+        # A loopback Host: the API answers only the host names it serves.
+        with TestClient(app, base_url="http://127.0.0.1") as client:
             res = client.post("/v1/recall", json=body)
     finally:
         mem.close()
