@@ -305,11 +305,13 @@ from amcp.cli.conformance_cmd import conformance  # noqa: E402
 from amcp.cli.hooks_cmd import capture, hook_app, hooks_app  # noqa: E402
 from amcp.cli.portability_cmd import export_cmd, import_cmd  # noqa: E402
 from amcp.cli.serve_cmd import serve, trust_app  # noqa: E402
+from amcp.cli.ui_cmd import ui  # noqa: E402
 
 app.command()(serve)
 app.add_typer(trust_app, name="trust")
 app.command("mcp")(mcp)
 app.command("http")(http)
+app.command("ui")(ui)
 app.command("conformance")(conformance)
 app.command("context")(context_cmd.context)
 app.command("outcome")(context_cmd.outcome)
