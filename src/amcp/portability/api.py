@@ -73,6 +73,8 @@ def resolve(path: Path, options: ImportOptions) -> list[tuple[SourceFile, Source
                 out.append((src, chosen, f"read as {options.kind}"))
             continue
         found = next((s for s in sources.values() if s.sniff(src, head)), None)
+        if found is None and options.mapping:
+            found = sources["table"]  # a column mapping says what the table holds
         out.append((src, found, f"read as {found.name}" if found else "skipped: unknown format"))
     if not any(s for _f, s, _w in out):
         names = ", ".join(kinds())

@@ -94,7 +94,12 @@ class Verifier:
             self.bad_hash.append(w.knowledge_id)
         self._sample(w, rec.meta.created_at)
         if w.spec.sensitive and len(self.secrets) < MAX_SECRETS:
-            self.secrets.extend(h.value for h in find_credentials(w.spec.text))
+            # A capture's text is already redacted and its object is the raw secret; an
+            # item stored as is holds the secret inside its text.
+            if w.spec.object is not None:
+                self.secrets.append(w.spec.object)
+            else:
+                self.secrets.extend(h.value for h in find_credentials(w.spec.text))
 
     def _sample(self, w: Written, stored_at: str) -> None:
         kind = w.spec.kind.value

@@ -82,7 +82,9 @@ def _scalar(value: str) -> str:
 
 def _observation(line: str) -> dict[str, Any] | None:
     m = _OBS.match(line)
-    if not m or _TIMECODE.match(m.group(1).strip()) or len(m.group(1).strip()) == 1:
+    category = m.group(1).strip() if m else ""
+    # "[ ]", "[x]", "[-]", "[/]": task checkboxes; "[00:01:02]": transcript timecodes
+    if not m or len(category) <= 1 or _TIMECODE.match(category):
         return None
     content, context = m.group(2).strip(), None
     if content.endswith(")") and (start := content.rfind("(")) > 0:

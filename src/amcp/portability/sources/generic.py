@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import re
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -50,9 +51,26 @@ csv.field_size_limit(16 * 1024 * 1024)
 
 
 def _sniff(src: SourceFile, head: bytes) -> bool:
+    """Auto-detection claims a table only when a text column can be found in it: a
+    directory's other files (an export's ``user.json``) are then skipped, not misread."""
     suffix = Path(src.name).suffix.lower()
-    return suffix in {".csv", ".tsv", ".jsonl", ".ndjson", ".json", ".db", ".sqlite",
-                      ".sqlite3"} or is_sqlite(head)
+    if is_sqlite(head):
+        with src.local_path() as path:
+            tables = sqlite_tables(path)
+        return any(_has_text(cols) for cols in tables.values())
+    text = head_text(head)
+    if suffix in {".csv", ".tsv"}:
+        header = next(csv.reader([text.split("\n", 1)[0]], delimiter="\t" if suffix == ".tsv"
+                                 else ","), [])
+        return _has_text(header)
+    if suffix in {".json", ".jsonl", ".ndjson"} and text[:1] in "[{":
+        keys = re.findall(r'"([A-Za-z_]+)"\s*:', text[:4096])
+        return _has_text(keys)
+    return False
+
+
+def _has_text(columns: list[str]) -> bool:
+    return any(c.lower() in GUESS["text"] for c in columns)
 
 
 def column_map(columns: list[str], given: Mapping[str, str], where: str) -> dict[str, str]:
