@@ -35,6 +35,11 @@ class SourceFile:
     opener: Callable[[], IO[bytes]]
     path: Path | None = None  # set when the file is on disk (SQLite needs one)
 
+    @property
+    def basename(self) -> str:
+        """The file's own name (an archive member's, not the archive's)."""
+        return Path(self.name.rsplit("!", 1)[-1]).name
+
     def head(self, n: int = SNIFF) -> bytes:
         with self.opener() as fh:
             return fh.read(n)

@@ -74,7 +74,7 @@ def parse_when(
     text = value.strip()
     if _NUM.fullmatch(text):
         return _from_epoch(float(text), where)
-    dt = _parse_text(text, day_first)
+    dt = _parse_text(text, day_first, where)
     if dt is None:
         raise ValidationError(where, f"unrecognised timestamp {text[:60]!r}")
     return _aware(dt, where, assume_tz, text)
@@ -112,10 +112,10 @@ def _in_range(dt: datetime, where: str, shown: str) -> datetime:
     return dt
 
 
-def _parse_text(text: str, day_first: bool) -> datetime | None:
+def _parse_text(text: str, day_first: bool, where: str) -> datetime | None:
     if re.match(r"[+-]?\d{5,}-", text):
         # fromisoformat refuses it anyway; say why instead of "unrecognised"
-        raise ValidationError("timestamp", f"{text[:60]!r} has a year beyond 9999")
+        raise ValidationError(where, f"{text[:60]!r} has a year beyond 9999")
     iso = text.replace("Z", "+00:00").replace("z", "+00:00")
     try:
         return datetime.fromisoformat(iso)

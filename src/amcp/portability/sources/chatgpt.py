@@ -16,7 +16,6 @@ objects with ``content``/``text``/``memory`` and optional ``created_at``) is rea
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from pathlib import Path
 from typing import Any
 
 from amcp.errors import ValidationError
@@ -29,7 +28,7 @@ MAX_DEPTH = 100_000  # nodes walked per conversation: a cyclic mapping must not 
 
 def _sniff(src: SourceFile, head: bytes) -> bool:
     text = head_text(head)
-    if Path(src.name).name == "memories.json" and text.startswith("["):
+    if src.basename == "memories.json" and text.startswith("["):
         return '"conversations_memory"' not in text  # that one is Claude's
     return text.startswith("[") and '"mapping"' in text and (
         '"current_node"' in text or '"create_time"' in text
@@ -113,7 +112,7 @@ def _memories(doc: Any, src: SourceFile, ctx: ReadContext) -> Iterator[SourceIte
 
 def _read(src: SourceFile, ctx: ReadContext) -> Iterator[SourceItem]:
     doc = load_json(src, ctx.options)
-    if Path(src.name).name == "memories.json":
+    if src.basename == "memories.json":
         if not isinstance(doc, list):
             raise ValidationError(src.name, "saved memories must be a JSON list")
         yield from _memories(doc, src, ctx)

@@ -16,7 +16,6 @@ description and each knowledge document a fact, all in scope ``project:<name>``.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from pathlib import Path
 from typing import Any
 
 from amcp.errors import ValidationError
@@ -123,7 +122,7 @@ def _read(src: SourceFile, ctx: ReadContext) -> Iterator[SourceItem]:
     first = next((d for d in doc if isinstance(d, dict)), {})
     if "chat_messages" in first:
         yield from _conversations(doc, src, ctx)
-    elif "conversations_memory" in first or Path(src.name).name == "memories.json":
+    elif "conversations_memory" in first or src.basename == "memories.json":
         yield from _memories(doc, src, ctx)
     else:
         yield from _projects(doc, src, ctx)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -49,8 +50,10 @@ def _items(doc: Any, name: str) -> list[Any]:
 
 def _sniff(src: SourceFile, head: bytes) -> bool:
     text = head_text(head)
-    return text[:1] in "[{" and '"memory"' in text and (
-        '"results"' in text or '"hash"' in text or '"user_id"' in text
+    if re.match(r'\{\s*"(?:results|memories)"\s*:\s*\[', text):
+        return '"memory"' in text or text.rstrip().endswith("[]}")
+    return text.startswith("[") and '"memory"' in text and (
+        '"hash"' in text or '"user_id"' in text
     )
 
 
@@ -85,7 +88,7 @@ SOURCE = Source("mem0", "mem0 get_all()/export JSON", _sniff, _read)
 
 
 def _sniff_local(src: SourceFile, head: bytes) -> bool:
-    if Path(src.name).name != "history.db" or not is_sqlite(head):
+    if src.basename != "history.db" or not is_sqlite(head):
         return False
     return src.path is not None
 
