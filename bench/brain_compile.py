@@ -112,6 +112,8 @@ def main() -> None:
     # Cold: a fresh directory (every body read and verified by the store); warm: the same
     # directory again (bodies come from the compile cache, states from the store).
     cold, warm = [], []
+    for i in range(2):
+        shutil.rmtree(args.dir / f"inproc-{i}", ignore_errors=True)
     with Memory(store, embedder=None, check_embedder=False) as mem:
         for i in range(2):
             t = time.perf_counter()

@@ -22,7 +22,7 @@ def test_compile_writes_every_file(brain_mem: Memory, tmp_path: Path) -> None:
     rep = compile_brain(brain_mem, tmp_path / "b", now=NOW)
     names = set(files_of(tmp_path / "b"))
     assert names == {"INDEX.md", "REGIONS.md", "weights.json", "not_indexed.md", ".brain.json",
-                     ".brain-cache.jsonl", "REGION-project-amcp.md", "REGION-user-alice.md"}
+                     ".brain-cache.msgpack", "REGION-project-amcp.md", "REGION-user-alice.md"}
     assert rep.records == 7  # the sensitive one included (redacted), tombstones none
     index = (tmp_path / "b" / "INDEX.md").read_text()
     assert "**Last Compiled:** 2026-12-01T00:00:00Z" in index
@@ -182,12 +182,12 @@ def test_cache_changes_nothing_and_forgets_purged(brain_mem: Memory, tmp_path: P
     compile_brain(brain_mem, tmp_path / "warm", now=NOW)  # cached, plus one body read
     compile_brain(brain_mem, tmp_path / "cold", now=NOW)
     assert files_of(tmp_path / "warm") == files_of(tmp_path / "cold")
-    assert b"555-0100" in (tmp_path / "warm" / ".brain-cache.jsonl").read_bytes()
+    assert b"555-0100" in (tmp_path / "warm" / ".brain-cache.msgpack").read_bytes()
     brain_mem.purge(kid)
     compile_brain(brain_mem, tmp_path / "warm", now=NOW)
     for data in files_of(tmp_path / "warm").values():
         assert b"555-0100" not in data
-    (tmp_path / "warm" / ".brain-cache.jsonl").write_text("not json\n[1, 2]\n")
+    (tmp_path / "warm" / ".brain-cache.msgpack").write_bytes(b"\xc1 not msgpack")
     compile_brain(brain_mem, tmp_path / "warm", now=NOW)  # a broken cache is re-read
     compile_brain(brain_mem, tmp_path / "cold2", now=NOW)
     assert files_of(tmp_path / "warm") == files_of(tmp_path / "cold2")

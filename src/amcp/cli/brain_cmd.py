@@ -18,6 +18,7 @@ import typer
 from amcp.cli.common import emit_json, friendly, out, store_path
 
 if TYPE_CHECKING:
+    from amcp.brain.ghrest import GitHub
     from amcp.memory import Memory
 
 brain_app = typer.Typer(help="The Markdown brain: compile, export, git and GitHub backends.",
@@ -200,6 +201,92 @@ def _print_sync(rep: object) -> None:
 
 def github_token(explicit: str | None) -> str | None:
     return explicit or os.environ.get("GITHUB_TOKEN") or os.environ.get("GH_TOKEN")
+
+
+RepoOpt = Annotated[str, typer.Option("--repo", "-r", help="owner/name of the memory "
+                                      "repository (private, yours).")]
+TokenOpt = Annotated[str | None, typer.Option("--token", help="GitHub token (default "
+                                              "$GITHUB_TOKEN or $GH_TOKEN).")]
+ApiOpt = Annotated[str, typer.Option("--api", help="REST API base URL (GitHub Enterprise: "
+                                     "https://HOST/api/v3).")]
+AgentOpt = Annotated[str, typer.Option("--agent", help="This agent's name in [FROM:…] and "
+                                       "from: labels.")]
+
+
+def _github(repo: str, token: str | None, api: str) -> GitHub:
+    from amcp.brain.ghrest import GitHub
+
+    return GitHub(repo, github_token(token), base_url=api)
+
+
+def _print_github(rep: object) -> None:
+    from amcp.brain.github import GitHubReport
+
+    assert isinstance(rep, GitHubReport)
+    out.print(f"{len(rep.created)} issues created, {len(rep.deduplicated)} already there, "
+              f"{len(rep.remembered)} memories pulled, {len(rep.superseded)} superseded, "
+              f"{len(rep.outcomes)} outcomes applied"
+              + (f" ({rep.retries} retries after rate limits or errors)" if rep.retries else ""))
+    for line in rep.problems:
+        out.print(f"  [yellow]skipped[/yellow]: {line}")
+
+
+@github_app.command("push")
+@friendly
+def github_push_cmd(
+    repo: RepoOpt, token: TokenOpt = None, api: ApiOpt = "https://api.github.com",
+    agent: AgentOpt = "amcp",
+    scope: Annotated[str | None, typer.Option(help="Only this scope.")] = None,
+    store: StoreOpt = None,
+) -> None:
+    """Post memories GitHub does not have yet as AMP issues (deduplicated live)."""
+    from amcp.brain.github import push
+
+    gh = _github(repo, token, api)
+    try:
+        with open_memory(store) as mem:
+            _print_github(push(mem, gh, agent=agent, scope=scope))
+    finally:
+        gh.close()
+
+
+@github_app.command("pull")
+@friendly
+def github_pull_cmd(
+    repo: RepoOpt, token: TokenOpt = None, api: ApiOpt = "https://api.github.com",
+    store: StoreOpt = None,
+) -> None:
+    """Bring other agents' issues, Supersedes: lines and Outcome comments into the store."""
+    from amcp.brain.github import pull
+
+    gh = _github(repo, token, api)
+    try:
+        with open_memory(store) as mem:
+            _print_github(pull(mem, gh))
+    finally:
+        gh.close()
+
+
+@github_app.command("outcome")
+@friendly
+def github_outcome_cmd(
+    knowledge_id: str,
+    result: Annotated[str, typer.Argument(help="success | failure | neutral")],
+    repo: RepoOpt, text: Annotated[str, typer.Option(help="The reply's text.")] = "",
+    token: TokenOpt = None, api: ApiOpt = "https://api.github.com", agent: AgentOpt = "amcp",
+    store: StoreOpt = None,
+) -> None:
+    """Comment an Outcome on a memory's issue and apply it (+0.30 / −0.20)."""
+    from amcp.brain.github import post_outcome
+
+    gh = _github(repo, token, api)
+    try:
+        with open_memory(store) as mem:
+            cid = post_outcome(mem, gh, knowledge_id, result, text or f"Outcome: {result}",
+                               agent=agent)
+    finally:
+        gh.close()
+    out.print(f"commented outcome {result} (comment {cid})")
 
 
 __all__ = ["brain_app", "github_token"]
