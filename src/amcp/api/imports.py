@@ -25,6 +25,7 @@ SPOOL_IN_MEMORY = 1024 * 1024
 # An AMF record is at most 1 MiB of canonical MessagePack; as JSON with escapes and its
 # state it stays well under this. A longer line is refused without being held whole.
 MAX_LINE = 8 * 1024 * 1024
+READ_BLOCK = 64 * 1024
 
 
 async def spool_body(request: Request) -> IO[bytes]:
@@ -40,16 +41,32 @@ async def spool_body(request: Request) -> IO[bytes]:
     return spool
 
 
-def iter_lines(spool: IO[bytes], max_line: int = MAX_LINE) -> Iterator[bytes]:
-    """Every line of ``spool`` from its start (blank ones too, so line numbers match the
-    importer's), refusing one longer than ``max_line`` bytes after reading only that much."""
+def iter_lines(
+    spool: IO[bytes], max_line: int = MAX_LINE, block: int = READ_BLOCK
+) -> Iterator[bytes]:
+    """Every line of ``spool`` from its start, split as ``bytes.splitlines`` splits a whole
+    body (blank lines too, so line numbers match the importer's), refusing a line longer
+    than ``max_line`` bytes once that much of it has been read.
+
+    Read in blocks and split in C: ``readline`` per line cost ~0.33 us, 13 s for the 40 MB
+    of blank lines above; a block holds at most ``block`` one-byte lines (~2 MiB of objects).
+    """
     spool.seek(0)
     lineno = 0
-    while line := spool.readline(max_line + 1):
-        lineno += 1
-        if len(line) > max_line:
-            raise ValidationError(f"line {lineno}", f"longer than {max_line} bytes")
-        yield line
+    tail = b""
+    while chunk := spool.read(block):
+        lines = (tail + chunk).splitlines(keepends=True)
+        # The last piece may continue in the next block (a lone b"\r" may be half of \r\n).
+        tail = lines.pop() if lines and not lines[-1].endswith(b"\n") else b""
+        for line in lines:
+            lineno += 1
+            if len(line) > max_line:
+                raise ValidationError(f"line {lineno}", f"longer than {max_line} bytes")
+            yield line
+        if len(tail) > max_line:
+            raise ValidationError(f"line {lineno + 1}", f"longer than {max_line} bytes")
+    if tail:
+        yield from tail.splitlines(keepends=True)
 
 
 def scopes_of(amf: Mapping[str, Any]) -> list[str]:
@@ -61,6 +78,8 @@ def scopes_of(amf: Mapping[str, Any]) -> list[str]:
 def precheck(lines: Iterator[bytes], who: Caller) -> None:
     """Parse every line and check its scopes before the import stores anything."""
     for lineno, raw in enumerate(lines, start=1):
+        if raw.isspace():
+            continue  # blank: the common filler, skipped before decoding
         try:
             text = raw.decode("utf-8")
         except UnicodeDecodeError as exc:
