@@ -68,6 +68,11 @@ def test_out_of_range_years_refused(value: object) -> None:
         ("We deployed v2 yesterday", None, None, Kind.EVENT),
         ("The office is in Lisbon", None, None, Kind.FACT),
         ("The office is in Lisbon", "todo", None, Kind.TASK),
+        ("Error handling is done in the gateway", None, None, Kind.FACT),
+        ("Remind  jamal to renew the certificate", None, None, Kind.TASK),
+        ('10.0.0.1 - - [05/mar/2024:14:05:00 +0000] "get /api HTTP/1.1" 200 5', None, None,
+         Kind.LOG),
+        ("LEVEL=INFO MSG=done", "preference", None, Kind.LOG),
     ],
 )
 def test_classification_rules(text: str, hint: str | None, role: str | None, kind: Kind) -> None:

@@ -79,7 +79,8 @@ class SourceItem:
 
     @property
     def text_hash(self) -> str:
-        return content_hash(self.text)
+        """What verification point 2 compares: the text as stored (edges trimmed)."""
+        return content_hash(self.text.strip())
 
     @property
     def key(self) -> str:
