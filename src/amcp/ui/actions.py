@@ -73,7 +73,11 @@ def supersede(memory: Memory, locked: Locked, who: Caller, kid: str, *, text: st
     marker = _base(base)
 
     def run() -> WriteOutcome:
-        _current(memory, locked, who, kid, marker, text)
+        item = _current(memory, locked, who, kid, marker, text)
+        if item.record is not None and item.record.text == text:
+            # Memory would store it (a new created_at is new content): a version that
+            # says nothing new only lengthens the lineage.
+            raise ValidationError("text", "the text is unchanged; nothing to save")
         return memory.supersede(kid, text)
 
     out: WriteOutcome = locked(run)

@@ -79,6 +79,7 @@ def install_ui(
     from amcp.ui import docs, routes
 
     ctx = UiContext(memory, lock, SessionStore(policy), environment())
+    app.state.ui = ctx  # for operators' code and tests (e.g. replacing the policy)
     app.mount(STATIC_PREFIX, StaticFiles(directory=HERE / "static"), name="ui-static")
     app.include_router(docs.router(ctx, app))
     if pages:

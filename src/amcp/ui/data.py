@@ -59,6 +59,23 @@ class SearchForm:
     def scopes(self) -> list[str]:
         return [x.strip() for x in self.scope.split(",") if x.strip()]
 
+    @property
+    def created_after(self) -> str | None:
+        return _day(self.after, "T00:00:00Z")
+
+    @property
+    def created_before(self) -> str | None:
+        return _day(self.before, "T23:59:59.999Z")
+
+
+def _day(value: str, clock: str) -> str | None:
+    """A date input's ``YYYY-MM-DD`` as a UTC instant (a whole day, both ends included);
+    a full timestamp passes through for Memory to validate."""
+    value = value.strip()
+    if not value:
+        return None
+    return value + clock if len(value) == 10 and "T" not in value else value
+
 
 @dataclass(frozen=True, slots=True)
 class Breakdown:
@@ -155,7 +172,7 @@ def search(memory: Memory, locked: Locked, who: Caller, form: SearchForm) -> Sea
         flt = RecordFilter(
             scopes=tuple(scopes) if scopes else None, types=_opt(_types(form)),
             lifecycles=_lifecycles(form),
-            created_after=form.after or None, created_before=form.before or None,
+            created_after=form.created_after, created_before=form.created_before,
         )
         items = locked(memory.list_records, flt, limit=form.k)
         rows = [row_of(i) for i in _visible(who, items) if _origin_ok(i, form)]
@@ -163,7 +180,7 @@ def search(memory: Memory, locked: Locked, who: Caller, form: SearchForm) -> Sea
     # Inspecting is not using: touch=False keeps access statistics (and so ranking) as is.
     result = locked(
         memory.recall, form.q, k=form.k, scope=scopes, types=_types(form),
-        created_after=form.after or None, created_before=form.before or None,
+        created_after=form.created_after, created_before=form.created_before,
         lifecycles=_lifecycles(form), touch=False,
     )
     now = time.time()
