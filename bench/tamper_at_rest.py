@@ -442,15 +442,18 @@ class AmcpAdapter(MemoryAdapter):
 
     # the tool's answer ----------------------------------------------------------------
     def verify(self) -> bool:
+        """agmi's question, "did the tool notice?": the store counts as intact when any
+        path serves the attacker's edit, or when no path noticed anything (no refusal,
+        failed read or warning). The per-path cells stay strict (``last_cells``)."""
         s = self._s()
         exp = Expect(victims=(), good=tuple(s.alice), unnoticed_is_served=True)
         obs = [*kit.memory_paths(s, exp), kit.fastread_path(s, exp)]
-        verdicts = {o.path: kit.verdict(o, exp, s) for o in obs}
-        self.last_cells = {p: v for p, (v, _w) in verdicts.items()}
-        noticed = [f"{p}: {v}: {w}" for p, (v, w) in verdicts.items()
-                   if v not in ("SERVED", "n/a")]
+        self.last_cells = {o.path: kit.verdict(o, exp, s)[0] for o in obs}
+        served = [o.path for o in obs if kit.bad_items(o, exp, s)]
+        noticed = [f"{o.path}: {o.refused or o.error or f'{o.warnings} warning(s)'}"
+                   for o in obs if o.refused or o.error or o.warnings]
         self.verify_detail = noticed[0][:200] if noticed else None
-        return any(v == "SERVED" for v, _w in verdicts.values())
+        return bool(served) or not noticed
 
 
 def run_agmi() -> list[dict[str, Any]]:

@@ -350,6 +350,7 @@ class Expect:
     filtered: bool = False  # the attack shows only through the filter above
     extra_words: tuple[str, ...] = ()
     refuse_ok: bool = False  # damage to the log itself: refusing the open is right
+    hide: bool = False  # the edit hides the victims: leaving them out silently fails
 
     def query(self, s: Seeded) -> str:
         words = [s.words[k] for k in (*self.victims, *self.good) if k in s.words]
@@ -393,6 +394,12 @@ def verdict(obs: Observation, exp: Expect, s: Seeded) -> tuple[str, str]:
     served = {x.knowledge_id for x in obs.seen}
     lost = [k for k in exp.good if k not in served]
     note = f"good records missing: {len(lost)}" if lost else ""
+    if exp.hide:
+        hidden = [k for k in exp.victims if k not in served]
+        if not hidden:
+            return "BLOCKED", "the edit hid nothing"
+        if not obs.warnings:
+            return "SERVED", f"{len(hidden)} record(s) hidden without a warning"
     if obs.warnings:
         return "QUARANTINED", note or f"{obs.warnings} warning(s)"
     if exp.unnoticed_is_served:
@@ -618,7 +625,27 @@ def expiry_forged(s: Seeded) -> Expect:
     kid = s.alice[2]
     with raw(s) as db:
         db.execute("UPDATE records SET expires_at=1 WHERE knowledge_id=?", (kid,))
-    return Expect((kid,), _good(s), unnoticed_is_served=True)
+    return Expect((kid,), _good(s), hide=True)
+
+
+def hide_by_lifecycle(s: Seeded) -> Expect:
+    """A live record's lifecycle column set to 'archived': left out of active reads."""
+    kid = s.alice[2]
+    with raw(s) as db:
+        db.execute("UPDATE records SET lifecycle='archived' WHERE knowledge_id=?", (kid,))
+    return Expect((kid,), _good(s), hide=True)
+
+
+def hide_by_index_rows(s: Seeded) -> Expect:
+    """A live record's scope, lexical and vector rows deleted: scoped and lexical reads no
+    longer find it (the row itself and its seal untouched)."""
+    kid = s.alice[2]
+    with raw(s) as db:
+        rid = row(db, kid)["rowid_"]
+        for sql in ("DELETE FROM record_scopes WHERE rid=?", "DELETE FROM records_fts WHERE"
+                    " rowid=?", "DELETE FROM vectors WHERE rowid=?"):
+            db.execute(sql, (rid,))
+    return Expect((kid,), (s.alice[0],), scope=ALICE, hide=True)
 
 
 def control_verdict(obs: Observation, exp: Expect) -> tuple[str, str]:
@@ -687,6 +714,8 @@ ATTACKS = {
     "resurrect (old row copy)": resurrect_old_row,
     "rollback + witness deleted": rollback_witness_deleted,
     "expires_at (hide)": expiry_forged,
+    "lifecycle (hide)": hide_by_lifecycle,
+    "index rows deleted (hide)": hide_by_index_rows,
 }
 
 
