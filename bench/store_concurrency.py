@@ -26,6 +26,7 @@ import argparse
 import json
 import multiprocessing as mp
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -56,7 +57,8 @@ def _memory(db: Path) -> Any:
 def _kind(exc: BaseException) -> str:
     """A failure's class and the gist of its message (paths and ids dropped)."""
     text = str(exc).split(": ", 1)[-1] if "memory.db" in str(exc) else str(exc)
-    return f"{type(exc).__name__}: {text[:90]}"
+    text = re.sub(r"/\S+", "PATH", re.sub(r"\b\d+\b", "N", text))  # group alike failures
+    return f"{type(exc).__name__}: {text[:110]}"
 
 
 # ---------------------------------------------------------------------- a writer process
@@ -121,6 +123,9 @@ def _preload(db: Path, n: int = 200) -> None:
         mem.close()
 
 
+OPEN_INTERVAL_S = 0.02  # one open per 20 ms: the 500 opens span ~10 s of the writer's commits
+
+
 def opens_under_writer(ctx: Any, work: Path, opens: int) -> dict[str, Any]:
     db = work / "a" / "memory.db"
     _preload(db)  # created before the writer starts: (b) measures creation
@@ -128,20 +133,26 @@ def opens_under_writer(ctx: Any, work: Path, opens: int) -> dict[str, Any]:
     w.wait_for(10)  # opens race real commits, not the writer's start-up
     failures: Counter[str] = Counter()
     times = []
+    first, started = w.counts[0], time.perf_counter()
     try:
-        for _ in range(opens):
+        for n in range(opens):
             t0 = time.perf_counter()
             try:
                 _memory(db).close()
             except Exception as exc:
                 failures[_kind(exc)] += 1
             times.append((time.perf_counter() - t0) * 1000)
+            time.sleep(max(0.0, started + (n + 1) * OPEN_INTERVAL_S - time.perf_counter()))
+        window = time.perf_counter() - started
+        during = w.counts[0] - first
     finally:
         wrote = w.finish()
     return {
         "opens": opens, "false_alarms": sum(failures.values()), "failures": dict(failures),
         "open_ms_p50": round(percentile(times, 50), 1),
-        "open_ms_p95": round(percentile(times, 95), 1), "writer": wrote,
+        "open_ms_p95": round(percentile(times, 95), 1),
+        "writes_during_opens": during, "writes_per_s_during_opens": round(during / window, 1),
+        "writer": wrote,
     }
 
 
@@ -248,7 +259,8 @@ def mixed_cli(ctx: Any, work: Path, calls: int) -> dict[str, Any]:
             with lock:
                 if code != 0:
                     line = (err.strip().splitlines() or ["?"])[-1]
-                    failures[line.split(": ", 1)[0][:40] + ": " + line[-80:]] += 1
+                    line = re.sub(r"/\S+", "PATH", re.sub(r"\b\d+\b", "N", line))
+                    failures[line[-120:]] += 1
                 elif which == 0:
                     acked.append(json.loads(out)["knowledge_id"])
 
