@@ -298,7 +298,7 @@ def demo(
 
 
 # Commands that live in their own modules, registered after the core ones.
-from amcp.cli import context_cmd  # noqa: E402
+from amcp.cli import agents_cmd, context_cmd  # noqa: E402, F401 - agents_cmd registers
 from amcp.cli.api_cmd import http, mcp  # noqa: E402
 from amcp.cli.brain_cmd import brain_app  # noqa: E402
 from amcp.cli.conformance_cmd import conformance  # noqa: E402

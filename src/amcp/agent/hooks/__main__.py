@@ -55,7 +55,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         data = sys.stdin.buffer.read().decode("utf-8", "replace")
     except (OSError, ValueError):
         data = ""
-    sys.stdout.write(run_hook(event, data, config_from_env(os.environ)))
+    cfg = config_from_env(os.environ)
+    if event.startswith("gemini-"):  # other runtimes: their payloads, our handlers
+        from amcp.agent.hooks.gemini import EVENTS as GEMINI
+        from amcp.agent.hooks.gemini import run_gemini_hook
+
+        out = run_gemini_hook(event, data, cfg) if event in GEMINI else run_hook(event, "", cfg)
+    elif event.startswith("codex-"):
+        from amcp.agent.hooks.codex import EVENTS as CODEX
+        from amcp.agent.hooks.codex import run_codex_hook
+
+        out = run_codex_hook(event, data, cfg) if event in CODEX else run_hook(event, "", cfg)
+    else:
+        out = run_hook(event, data, cfg)
+    sys.stdout.write(out)
     sys.stdout.flush()
     return 0
 

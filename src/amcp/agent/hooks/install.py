@@ -74,20 +74,24 @@ def _ours(entry: Any) -> bool:
     )
 
 
-def merge_settings(settings: dict[str, Any], python: str | None = None
+def merge_settings(settings: dict[str, Any], python: str | None = None, *,
+                   events: tuple[tuple[str, str, str | None], ...] = CLAUDE_EVENTS,
+                   timeout: int = HOOK_TIMEOUT_S,
                    ) -> tuple[dict[str, Any], list[str], list[str]]:
-    """Add (or refresh) our four hooks in a Claude Code settings object."""
+    """Add (or refresh) our hooks in a settings object shaped like Claude Code's
+    (``events``: runtime event → our command event → tool matcher; Codex and Gemini CLI
+    read the same shape, with their own event names)."""
     hooks = settings.setdefault("hooks", {})
     if not isinstance(hooks, dict):
         raise ValidationError("hooks", "the settings' 'hooks' is not an object")
     added: list[str] = []
     updated: list[str] = []
-    for event, ours, matcher in CLAUDE_EVENTS:
+    for event, ours, matcher in events:
         groups = hooks.setdefault(event, [])
         if not isinstance(groups, list):
             raise ValidationError(f"hooks.{event}", "is not a list")
         wanted = {"type": "command", "command": hook_command(ours, python),
-                  "timeout": HOOK_TIMEOUT_S}
+                  "timeout": timeout}
         found = False
         for group in groups:
             inner = group.get("hooks") if isinstance(group, dict) else None
