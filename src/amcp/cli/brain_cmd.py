@@ -199,6 +199,30 @@ def _print_sync(rep: object) -> None:
         out.print(f"  [yellow]not applied[/yellow]: {line}")
 
 
+@brain_app.command("audit")
+@friendly
+def audit_cmd(
+    days: Annotated[float, typer.Option(help="Look at sessions of the last DAYS days.")] = 1.0,
+    output: Annotated[Path | None, typer.Option("--out", help="Also write the report as "
+                                                "Markdown here.")] = None,
+    store: StoreOpt = None,
+    json_: JsonOpt = False,
+) -> None:
+    """The librarian pass: memories recalled but never credited with an outcome."""
+    from dataclasses import asdict
+
+    from amcp.brain.audit import audit, render
+
+    with open_memory(store) as mem:
+        rep = audit(mem, store_path(store).parent, days=days)
+    if output is not None:
+        output.write_text(render(rep), encoding="utf-8")
+    if json_:
+        emit_json(asdict(rep))
+        return
+    out.print(render(rep), markup=False)
+
+
 def github_token(explicit: str | None) -> str | None:
     return explicit or os.environ.get("GITHUB_TOKEN") or os.environ.get("GH_TOKEN")
 
