@@ -305,6 +305,7 @@ from amcp.cli.conformance_cmd import conformance  # noqa: E402
 from amcp.cli.hooks_cmd import capture, hook_app, hooks_app  # noqa: E402
 from amcp.cli.portability_cmd import export_cmd, import_cmd  # noqa: E402
 from amcp.cli.serve_cmd import serve, trust_app  # noqa: E402
+from amcp.cli.setup_cmd import setup_cmd  # noqa: E402
 from amcp.cli.ui_cmd import ui  # noqa: E402
 
 app.command()(serve)
@@ -323,6 +324,7 @@ app.command("capture")(capture)
 app.command("import")(import_cmd)
 app.command("export")(export_cmd)
 app.add_typer(brain_app, name="brain")
+app.command("setup")(setup_cmd)
 
 
 def main() -> None:
