@@ -49,6 +49,26 @@ def ensure_venv() -> None:
     stamp.write_text(want)
 
 
+CHROMIUM = Path("/usr/bin/chromium")
+
+
+def ensure_chromium() -> None:
+    """The web inspector's browser tests (tests/ui) drive Debian's chromium; Playwright is
+    never allowed to download a browser. On a fresh Debian machine where we are root, install
+    it with apt-get; anywhere else the browser tests skip and say why."""
+    if CHROMIUM.exists() or sys.platform != "linux":
+        return
+    apt = Path("/usr/bin/apt-get")
+    if not apt.exists() or not hasattr(os, "geteuid") or os.geteuid() != 0:
+        print(f"note: no {CHROMIUM} and no root apt-get: the browser tests will be skipped")
+        return
+    print(f"{CHROMIUM} is missing: installing Debian's chromium for the browser tests")
+    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+    if sh(apt, "update", "-q", env=env) != 0 or sh(apt, "install", "-y", "-q", "chromium",
+                                                   env=env) != 0:
+        print("note: apt-get could not install chromium: the browser tests will be skipped")
+
+
 def main(argv: list[str]) -> int:
     task = argv[0] if argv else "run"
     rest = argv[1:]
@@ -57,6 +77,7 @@ def main(argv: list[str]) -> int:
     if task == "run":
         return sh(BIN / "amcp", *(rest or ["serve"]), env=env)
     if task == "test":
+        ensure_chromium()
         for step in ([BIN / "ruff", "check", "src", "tests", "bench"], [BIN / "mypy"]):
             if sh(*step, env=env) != 0:
                 return 1

@@ -41,7 +41,8 @@ SECURITY_HEADERS: tuple[tuple[bytes, bytes], ...] = (
      b"default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
      b"connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'"),
     (b"x-content-type-options", b"nosniff"),
-    (b"referrer-policy", b"no-referrer"),
+    # Not no-referrer: under it Chrome sends "Origin: null" with the pages' own form POSTs.
+    (b"referrer-policy", b"same-origin"),
     (b"x-frame-options", b"DENY"),
     (b"cross-origin-opener-policy", b"same-origin"),
     (b"cross-origin-resource-policy", b"same-origin"),
@@ -92,6 +93,8 @@ def cross_site(scope: Scope, host: str) -> str | None:
     fetch_site = _header(scope, b"sec-fetch-site")
     if fetch_site in ("cross-site", "same-site"):
         return f"cross-site request refused (Sec-Fetch-Site: {fetch_site})"
+    if fetch_site == "same-origin":
+        return None  # the browser's own verdict, which a page cannot forge
     origin = _header(scope, b"origin")
     if origin is None:
         return None

@@ -21,6 +21,7 @@ class Tick:
     x: float
     y: float
     label: str
+    anchor: str = "middle"  # SVG text-anchor: the end labels stay inside the chart
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,8 +56,13 @@ def line_chart(
     path = " ".join(f"{'M' if i == 0 else 'L'}{sx(x)},{sy(y)}" for i, (x, y) in enumerate(pairs))
     picks = sorted({0, len(xs) // 2, len(xs) - 1})
     labels = list(x_labels) if x_labels is not None else [f"{x:g}" for x in xs]
-    x_ticks = tuple(Tick(sx(xs[i]), HEIGHT - 2, labels[i]) for i in picks)
-    y_ticks = tuple(Tick(PAD_X - 6, sy(v), y_format.format(v)) for v in (0.0, top / 2, top))
+    anchors = {0: "start", len(xs) - 1: "end"}
+    x_ticks = tuple(
+        Tick(sx(xs[i]), HEIGHT - 2, labels[i], anchors.get(i, "middle")) for i in picks
+    )
+    y_ticks = tuple(
+        Tick(PAD_X - 6, sy(v), y_format.format(v), "end") for v in (0.0, top / 2, top)
+    )
     mark = sx(marker) if marker is not None and x0 <= marker <= x1 else None
     return Chart(path, x_ticks, y_ticks, mark)
 
