@@ -136,7 +136,7 @@ def import_path(
 
     created = already = superseded = 0
     for w in write_batches(memory, specs(), batch=options.batch, total=health.records,
-                           progress=progress):
+                           progress=progress, prefetch=options.prefetch):
         verifier.observe(w)
         created += w.created
         already += not w.created

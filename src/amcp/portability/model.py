@@ -109,6 +109,10 @@ class ImportOptions:
     max_archive_ratio: int = 200  # a member that inflates more than this is a zip bomb
     capture_conversations: bool = True
     samples: int = 3  # samples kept per decision in the report
+    # Embed the next batch in a worker thread while this one is stored. Off by default: it
+    # only pays where the model leaves cores idle; on this 2-core machine, where MiniLM
+    # already uses both, it measured no faster (bench/portability.py runs both).
+    prefetch: bool = False
 
 
 @dataclass(frozen=True, slots=True)

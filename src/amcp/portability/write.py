@@ -1,23 +1,31 @@
 """Pass two: records into the store, one atomic batch at a time.
 
 Each batch (``ImportOptions.batch`` records) is composed, embedded and stored in one
-transaction with its supersessions: it commits whole or not at all. A killed import keeps
-the batches it committed; running it again finds them by source key (``Known``) and
-writes only the rest.
+transaction with its supersessions: it commits whole or not at all (with
+``ImportOptions.prefetch`` the next batch is embedded in a worker thread meanwhile). A
+killed import keeps the batches it committed; running it again finds them by source key
+(``Known``) and writes only the rest.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from amcp.amf.record import AMFRecord
 from amcp.amf.types import Lifecycle
 from amcp.memory import Memory
 from amcp.portability.model import KIND_TYPE, RecordSpec
 from amcp.portability.plan import Known, dedup_key
+from amcp.retrieval.indexing import embed_text
 from amcp.store.base import ChangeOp, RecordFilter
+
+if TYPE_CHECKING:
+    from amcp.retrieval.embedders import F32, Embedder
 
 IMPORTED_TAG = "imported"
 
@@ -94,6 +102,87 @@ def _tags(spec: RecordSpec) -> list[str]:
     return list(dict.fromkeys(t for t in tags if t))[:64]
 
 
+class Prefetch:
+    """An embedder that serves vectors computed ahead, in a worker thread.
+
+    While batch *k* is composed, stored and checked on the calling thread, batch *k+1* is
+    already being embedded (ONNX Runtime and numpy release the GIL), so an import with a
+    real model runs at close to the model's own speed instead of model + everything else.
+    Texts it was not given ahead (recall queries, anything unexpected) are embedded on the
+    spot by the wrapped model, so the vectors are always that model's.
+    """
+
+    def __init__(self, inner: Embedder) -> None:
+        self.inner = inner
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="amcp-embed")
+        self._ahead: dict[str, tuple[Future[Any], int]] = {}
+
+    @property
+    def model_id(self) -> str:
+        return self.inner.model_id
+
+    @property
+    def dim(self) -> int:
+        return self.inner.dim
+
+    def submit(self, texts: list[str]) -> None:
+        if texts:
+            fut = self._pool.submit(self.inner.embed, texts)
+            for i, text in enumerate(texts):
+                self._ahead[text] = (fut, i)
+
+    def forget(self, texts: list[str]) -> None:
+        for text in texts:
+            self._ahead.pop(text, None)
+
+    def embed(self, texts: Sequence[str]) -> F32:
+        import numpy as np
+
+        missing = [t for t in texts if t not in self._ahead]
+        extra = dict(zip(missing, self.inner.embed(missing), strict=True)) if missing else {}
+        rows = []
+        for text in texts:
+            if text in extra:
+                rows.append(extra[text])
+            else:
+                fut, i = self._ahead[text]
+                rows.append(fut.result()[i])
+        return np.asarray(rows, dtype=np.float32).reshape(len(texts), self.dim)
+
+    def embed_query(self, text: str) -> F32:
+        return self.inner.embed_query(text)
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True, cancel_futures=True)
+
+
+@contextmanager
+def prefetching(memory: Memory, enabled: bool) -> Iterator[Prefetch | None]:
+    """Serve ``memory``'s writes from a ``Prefetch`` for the duration of an import."""
+    inner = memory.embedder
+    if inner is None or not enabled:
+        yield None
+        return
+    ahead = Prefetch(inner)
+    memory.embedder = ahead
+    try:
+        yield ahead
+    finally:
+        memory.embedder = inner
+        ahead.close()
+
+
+def _batches(specs: Iterable[RecordSpec], size: int) -> Iterator[list[RecordSpec]]:
+    pending: list[RecordSpec] = []
+    for spec in specs:
+        pending.append(spec)
+        if len(pending) >= size:
+            yield pending
+            pending = []
+    if pending:
+        yield pending
+
+
 def write_batches(
     memory: Memory,
     specs: Iterable[RecordSpec],
@@ -101,27 +190,35 @@ def write_batches(
     batch: int,
     total: int,
     progress: Callable[[Progress], None] | None = None,
+    prefetch: bool = False,
 ) -> Iterator[Written]:
     started = time.perf_counter()
     done = 0
-    pending: list[RecordSpec] = []
-    for spec in specs:
-        pending.append(spec)
-        if len(pending) >= batch:
-            yield from _commit(memory, pending)
-            done += len(pending)
-            pending = []
+    with prefetching(memory, prefetch) as ahead:
+        prev: tuple[list[RecordSpec], list[tuple[AMFRecord, bool]], list[str]] | None = None
+        for specs_k in _batches(specs, batch):
+            records = [(compose(memory, s), s.sensitive) for s in specs_k]
+            texts = [embed_text(r, sens) for r, sens in records]
+            if ahead is not None:
+                ahead.submit(texts)
+            if prev is not None:
+                yield from _commit(memory, prev[0], prev[1])
+                done += len(prev[0])
+                if ahead is not None:
+                    ahead.forget(prev[2])
+                if progress is not None:
+                    progress(Progress(done, total, started))
+            prev = (specs_k, records, texts)
+        if prev is not None:
+            yield from _commit(memory, prev[0], prev[1])
+            done += len(prev[0])
             if progress is not None:
                 progress(Progress(done, total, started))
-    if pending:
-        yield from _commit(memory, pending)
-        done += len(pending)
-        if progress is not None:
-            progress(Progress(done, total, started))
 
 
-def _commit(memory: Memory, specs: list[RecordSpec]) -> list[Written]:
-    records = [(compose(memory, s), s.sensitive) for s in specs]
+def _commit(
+    memory: Memory, specs: list[RecordSpec], records: list[tuple[AMFRecord, bool]]
+) -> list[Written]:
     out: list[Written] = []
     with memory.atomic():
         outcomes = memory.put_many(records, dedup=True)
