@@ -43,7 +43,9 @@ sys.path.insert(0, str(ROOT))
 
 from bench.common import percentile, save  # noqa: E402
 
-AMCP = ROOT / ".venv" / "bin" / "amcp"
+# The CLI of this tree (not whatever ``amcp`` the venv installed): ``python -m`` with src/
+# first on the path, in the child's environment.
+AMCP = (sys.executable, "-m", "amcp.cli.entry")
 CREATORS = 5
 WRITE_RATE = 50.0  # records per second, the figure
 
@@ -233,8 +235,9 @@ def five_creators(ctx: Any, work: Path, trials: int) -> dict[str, Any]:
 
 
 def _cli(args: list[str], db: Path, env: dict[str, str]) -> tuple[int, str, str]:
-    done = subprocess.run([str(AMCP), *args, "--store", str(db)], capture_output=True,
-                          text=True, env=env, timeout=300, check=False)
+    done = subprocess.run([*AMCP, *args, "--store", str(db)], capture_output=True,
+                          text=True, env={**env, "PYTHONPATH": str(ROOT / "src")}, timeout=300,
+                          check=False)
     return done.returncode, done.stdout, done.stderr
 
 

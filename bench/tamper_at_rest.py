@@ -52,7 +52,9 @@ from tests.store import tamper_kit as kit  # noqa: E402
 from tests.store.tamper_kit import Expect, Observation, Seeded, Seen  # noqa: E402
 
 PATHS = ("recall", "get/read", "list", "context", "export", "cli", "http", "node", "fastread")
-AMCP = ROOT / ".venv" / "bin" / "amcp"
+# The CLI of this tree (not whatever ``amcp`` the venv installed): ``python -m`` with src/
+# first on the path, in the child's environment.
+AMCP = (sys.executable, "-m", "amcp.cli.entry")
 # Worst first: the verdict of an attack is its worst cell.
 SEVERITY = ("SERVED", "ERROR", "HIDDEN", "REFUSED", "QUARANTINED", "BLOCKED", "n/a")
 # Said by an open that refuses a store (SQLiteStore/verify); any other failure is a read's.
@@ -83,13 +85,14 @@ def cli_path(s: Seeded, exp: Expect) -> Observation:
     """``amcp recall … --json`` in its own process, as a user would run it."""
     if exp.created_after or exp.kinds:
         return Observation("cli", applicable=False)  # the CLI's recall has no such option
-    cmd = [str(AMCP), "recall", exp.query(s) or "ledger", "--store", str(s.db),
+    cmd = [*AMCP, "recall", exp.query(s) or "ledger", "--store", str(s.db),
            "--embedder", "hashing", "--json", "-k", "20"]
     if exp.scope:
         cmd += ["--scope", exp.scope]
     for tag in exp.tags or ():
         cmd += ["--tag", tag]
-    done = subprocess.run(cmd, capture_output=True, text=True, env=s.env(), timeout=120,
+    env = {**s.env(), "PYTHONPATH": str(ROOT / "src")}
+    done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=120,
                           check=False)
     if done.returncode != 0:
         return _refusal_or_error("cli", (done.stderr or done.stdout).strip()[-300:])
