@@ -10,6 +10,7 @@ from __future__ import annotations
 import tempfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
+from functools import partial
 from typing import Annotated, Any, TypeVar
 
 from fastapi import FastAPI, Path, Query, Request, Response
@@ -66,16 +67,14 @@ def create_app(
     max_import: int = MAX_IMPORT,
     lifespan: Callable[[FastAPI], AbstractAsyncContextManager[None]] | None = None,
     hook_token: str | None = None,
-    allowed_hosts: Sequence[str] = (),
-    ui: bool = True,
+    allowed_hosts: Sequence[str] = (), ui: bool = True,
 ) -> FastAPI:
     """The HTTP API over ``memory``. ``policy``/``tokens`` turn on bearer auth
     (``tokens``: {token: scope patterns it may read and write}). ``lifespan`` lets
     ``serve_http`` run the MCP session manager alongside. ``hook_token`` adds the
     coding-agent hooks' routes (``POST /v1/hooks/{op}``, docs/http.md), which take that
-    token (the node's runtime file holds it) instead of a bearer token. ``allowed_hosts``:
-    host names answered besides IP literals and localhost (``amcp.api.guard``). ``ui``:
-    the web inspector at ``/ui`` (``amcp.ui``); ``/docs`` is served locally either way."""
+    token (the node's runtime file holds it) instead of a bearer token. ``allowed_hosts``
+    and ``ui``: see ``_wire`` (host check, web inspector)."""
     access = build_policy(policy, tokens)
     lock = lock_for(memory)
     app = FastAPI(
@@ -83,13 +82,9 @@ def create_app(
         version="1.0",
         summary="A memory node for AI agents (AMCP 1.0): remember, recall, query, context.",
         lifespan=lifespan,
-        docs_url=None,  # FastAPI's pages load Swagger from a CDN; amcp.ui.docs serves /docs
-        redoc_url=None,
+        docs_url=None, redoc_url=None,  # they load Swagger from a CDN: amcp.ui.docs instead
     )
-    app.add_middleware(BodyLimit, default=max_body, overrides={"/v1/import": max_import})
-    # Added last, so it runs first: a forged Host or cross-site write never reaches a route.
-    app.add_middleware(RequestGuard, hosts=HostPolicy(allowed_hosts), form_prefixes=("/ui/",))
-    _install_error_handlers(app)
+    _wire(app, memory, access, lock, limits=(max_body, max_import), hosts=allowed_hosts, ui=ui)
 
     def locked(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         with lock:
@@ -98,18 +93,7 @@ def create_app(
     def caller(request: Request) -> Caller:
         return authenticate(access, request.headers.get("authorization"))
 
-    def visible(who: Caller, knowledge_id: str) -> Any:
-        """The stored record if the caller may see it; 404 otherwise (scopes do not leak)."""
-        found = locked(memory.store.get, knowledge_id)
-        if found is None:
-            raise NotFoundError(f"no record {knowledge_id}")
-        if found.record is None:
-            if access is not None and who.patterns(Mode.READ) is not None:
-                raise NotFoundError(f"no record {knowledge_id}")
-            raise GoneError(f"{knowledge_id} was purged")
-        if not who.readable(found.record.meta.project_scope):
-            raise NotFoundError(f"no record {knowledge_id}")
-        return found
+    visible = partial(_visible, memory, access, locked)
 
     # ------------------------------------------------------------------ memories
 
@@ -378,14 +362,44 @@ def create_app(
         from amcp.agent.hooks.node_routes import install_hook_routes
 
         install_hook_routes(app, memory, hook_token, locked)
-    from amcp.ui.app import install_ui
-
-    install_ui(app, memory, access, lock, pages=ui)
     _tidy_openapi(app, auth=access is not None)
     return app
 
 
 # ---------------------------------------------------------------------------- helpers
+
+
+def _wire(
+    app: FastAPI, memory: Memory, access: AccessPolicy | None, lock: Any, *,
+    limits: tuple[int, int], hosts: Sequence[str], ui: bool,
+) -> None:
+    """Body caps (``limits``: JSON, import), the browser checks of ``amcp.api.guard``
+    (``hosts``: names answered besides IP literals and localhost), error handlers, and the
+    local ``/docs`` plus, with ``ui``, the web inspector at ``/ui`` (``amcp.ui``)."""
+    from amcp.ui.app import install_ui
+
+    app.add_middleware(BodyLimit, default=limits[0], overrides={"/v1/import": limits[1]})
+    # Added last, so it runs first: a forged Host or cross-site write never reaches a route.
+    app.add_middleware(RequestGuard, hosts=HostPolicy(hosts), form_prefixes=("/ui/",))
+    _install_error_handlers(app)
+    install_ui(app, memory, access, lock, pages=ui)
+
+
+def _visible(
+    memory: Memory, access: AccessPolicy | None, locked: Callable[..., Any], who: Caller,
+    knowledge_id: str,
+) -> Any:
+    """The stored record if the caller may see it; 404 otherwise (scopes do not leak)."""
+    found = locked(memory.store.get, knowledge_id)
+    if found is None:
+        raise NotFoundError(f"no record {knowledge_id}")
+    if found.record is None:
+        if access is not None and who.patterns(Mode.READ) is not None:
+            raise NotFoundError(f"no record {knowledge_id}")
+        raise GoneError(f"{knowledge_id} was purged")
+    if not who.readable(found.record.meta.project_scope):
+        raise NotFoundError(f"no record {knowledge_id}")
+    return found
 
 
 def _opt(scopes: list[str] | None) -> tuple[str, ...] | None:
