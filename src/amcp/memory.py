@@ -368,6 +368,15 @@ class Memory(WritePath):
 
         return import_ndjson(self, source, batch=batch, progress=progress)
 
+    def import_from(self, path: str | Path, *, dry_run: bool = False, **options: Any) -> Any:
+        """Import another tool's memories (mem0, MCP memory, Letta, ChatGPT, Claude, ...):
+        ``options`` are ``amcp.portability.ImportOptions`` fields; returns an
+        ``ImportResult`` with the health and verification reports (docs/portability.md)."""
+        from amcp.portability.api import import_path
+        from amcp.portability.model import ImportOptions
+
+        return import_path(self, Path(path), ImportOptions(**options), dry_run=dry_run)
+
     # ------------------------------------------------------------------ query, context, evolution
     # Thin delegations: the logic lives in amcp.amql, amcp.cse and amcp.evolution.
 

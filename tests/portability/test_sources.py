@@ -140,3 +140,11 @@ def test_portable_records_upsert_by_id_supersedes(mem: Memory, tmp_path) -> None
     assert active == ["Dana likes coffee now"]
     old = mem.list_records(RecordFilter(scopes=("user:dana",), lifecycles=None), limit=5)
     assert sorted(r.state.lifecycle.value for r in old) == ["active", "superseded"]
+
+
+def test_memory_import_from_delegates(mem: Memory) -> None:
+    dry = mem.import_from(FIXTURES / "mcp_memory.jsonl", dry_run=True)
+    assert dry.verification is None and mem.stats().records == 0
+    res = mem.import_from(FIXTURES / "mcp_memory.jsonl", scope="team:graph")
+    assert res.ok and res.created == 9
+    assert {r.record.meta.project_scope[0] for r in mem.list_records(limit=20)} == {"team:graph"}

@@ -329,15 +329,29 @@ def create_app(
             }
         },
     )
-    async def import_(request: Request) -> s.ImportOut:
+    async def import_(
+        request: Request,
+        from_: Annotated[str | None, Query(alias="from")] = None,
+        scope: str | None = None,
+        assume_tz: str | None = None,
+        dry_run: bool = False,
+    ) -> Any:
         """Import an NDJSON export (idempotent; purged records never come back).
 
         Every line is parsed and scope-checked before anything is stored, so a malformed
         line (400, naming the line) or a record outside the token's scopes (403) leaves the
-        store untouched.
+        store untouched. With ``from`` (mem0, mcp-memory, letta, chatgpt, claude, ...; see
+        docs/portability.md) the body is another tool's file: planned, scope-checked,
+        imported and verified; the answer is the health and verification report.
         """
         who = caller(request)
         spool = await imports.spool_body(request)  # bounded memory: see amcp.api.imports
+        if from_ not in (None, "amcp"):
+            try:
+                return JSONResponse(await run_in_threadpool(
+                    locked, _import_upload, spool, from_, scope, assume_tz, dry_run, who))
+            finally:
+                spool.close()
         try:
             await run_in_threadpool(imports.precheck, imports.iter_lines(spool), who)
             report = await run_in_threadpool(locked, memory.import_, imports.iter_lines(spool))
@@ -348,6 +362,16 @@ def create_app(
             refused_purged=report.refused_purged, state_changes=report.state_changes,
             complete=report.complete, errors=list(report.errors),
         )
+
+    def _import_upload(
+        spool: Any, kind: str, scope: str | None, tz: str | None, dry: bool, who: Caller
+    ) -> dict[str, object]:
+        from amcp.portability.api import import_upload
+        from amcp.portability.model import ImportOptions
+
+        options = ImportOptions(kind=kind, scope=scope, assume_tz=tz)
+        return import_upload(memory, spool, options, check_scopes=who.check_write,
+                             dry_run=dry).to_dict()
 
     @app.get("/v1/health", response_model=s.HealthOut, tags=["service"])
     def health() -> s.HealthOut:

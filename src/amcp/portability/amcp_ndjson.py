@@ -8,9 +8,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from amcp.memory import Memory
 from amcp.portability.ndjson import validate_ndjson
+
+if TYPE_CHECKING:  # Memory calls into this package: no import cycle at run time
+    from amcp.memory import Memory
 
 
 def is_amcp_export(path: Path) -> bool:

@@ -12,12 +12,14 @@ record as it goes; the verification report closes it.
 
 from __future__ import annotations
 
+import shutil
+import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO, TYPE_CHECKING
 
 from amcp.errors import ValidationError
-from amcp.memory import Memory
 from amcp.portability.model import Decision, ImportOptions, Planned, RecordSpec
 from amcp.portability.plan import Known, Planner
 from amcp.portability.reader import SourceFile, discover
@@ -25,6 +27,9 @@ from amcp.portability.report import HealthBuilder, HealthReport
 from amcp.portability.sources import ReadContext, Source, registry
 from amcp.portability.verify import Verification, Verifier
 from amcp.portability.write import Progress, Written, known_imports, write_batches
+
+if TYPE_CHECKING:  # Memory calls into this package: no import cycle at run time
+    from amcp.memory import Memory
 
 ProgressFn = Callable[[Progress], None]
 
@@ -145,4 +150,36 @@ def import_path(
     return ImportResult(health, verification, created, already, superseded)
 
 
-__all__ = ["ImportResult", "Written", "import_path", "kinds", "plan_import", "resolve"]
+
+
+_SUFFIX = {"mem0": ".json", "mcp-memory": ".jsonl", "letta": ".af", "chatgpt": ".json",
+           "claude": ".json", "basic-memory": ".md", "portable": ".jsonl"}
+
+
+def import_upload(
+    memory: Memory,
+    body: IO[bytes],
+    options: ImportOptions,
+    *,
+    check_scopes: Callable[[list[str]], None],
+    dry_run: bool = False,
+) -> ImportResult:
+    """An upload (the HTTP import with ``from``): written to a temp file, planned, the
+    caller's write access checked on every scope the plan maps to, then imported. A zip
+    upload is read as an archive whatever ``from`` says about its members."""
+    head = body.read(4)
+    body.seek(0)
+    suffix = ".zip" if head.startswith(b"PK\x03\x04") else _SUFFIX.get(options.kind, ".dat")
+    with tempfile.TemporaryDirectory(prefix="amcp-upload-") as tmp:
+        path = Path(tmp) / f"upload{suffix}"
+        with path.open("wb") as out:
+            shutil.copyfileobj(body, out)
+        health = plan_import(memory, path, options)
+        check_scopes([scope for scope, _n in health.scopes])
+        if dry_run:
+            return ImportResult(health, None)
+        return import_path(memory, path, options)
+
+
+__all__ = ["ImportResult", "Written", "import_path", "import_upload", "kinds", "plan_import",
+           "resolve"]

@@ -19,14 +19,16 @@ import json
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from amcp.amf.portable import to_portable
 from amcp.amf.record import AMFRecord, thaw
 from amcp.errors import ValidationError
-from amcp.memory import Memory
 from amcp.portability.ndjson import export_ndjson
 from amcp.store.base import RecordFilter
+
+if TYPE_CHECKING:  # Memory calls into this package: no import cycle at run time
+    from amcp.memory import Memory
 
 FORMATS = ("amcp", "portable", "mem0", "mcp-memory", "markdown")
 

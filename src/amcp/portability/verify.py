@@ -22,14 +22,16 @@ import random
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from amcp.agent.capture import find_credentials
 from amcp.amf.timefmt import parse_ts
-from amcp.memory import Memory
 from amcp.portability.model import Kind, content_hash
 from amcp.portability.plan import norm
 from amcp.portability.write import Written
+
+if TYPE_CHECKING:  # Memory calls into this package: no import cycle at run time
+    from amcp.memory import Memory
 
 SPOT_CHECKS = 5  # per kind
 TIMELINE_SAMPLE = 2000

@@ -18,13 +18,13 @@ from typing import TYPE_CHECKING, Any
 
 from amcp.amf.record import AMFRecord
 from amcp.amf.types import Lifecycle
-from amcp.memory import Memory
 from amcp.portability.model import KIND_TYPE, RecordSpec
 from amcp.portability.plan import Known, dedup_key
 from amcp.retrieval.indexing import embed_text
 from amcp.store.base import ChangeOp, RecordFilter
 
 if TYPE_CHECKING:
+    from amcp.memory import Memory
     from amcp.retrieval.embedders import F32, Embedder
 
 IMPORTED_TAG = "imported"
