@@ -62,10 +62,7 @@ OWNED_NAMES = frozenset(
 class Region:
     name: str
     entries: tuple[Entry, ...]  # sorted: place, then sort_key
-
-    @property
-    def active(self) -> tuple[Entry, ...]:
-        return tuple(e for e in self.entries if not e.archived)
+    active: tuple[Entry, ...] = ()  # the entries not archived (computed once, by group)
 
     @property
     def file(self) -> str:
@@ -98,10 +95,10 @@ def group(entries: Iterable[Entry]) -> list[Region]:
     by_region: dict[str, list[Entry]] = defaultdict(list)
     for e in entries:
         by_region[e.region].append(e)
-    regions = [
-        Region(name, tuple(sorted(items, key=lambda e: (e.place, *sort_key(e)))))
-        for name, items in by_region.items()
-    ]
+    regions = []
+    for name, items in by_region.items():
+        ordered = tuple(sorted(items, key=lambda e: (e.place, *sort_key(e))))
+        regions.append(Region(name, ordered, tuple(e for e in ordered if not e.archived)))
     # Largest first (most active memories), then by name: a total, store-order-free order.
     regions.sort(key=lambda r: (-len(r.active), r.name))
     return regions

@@ -28,6 +28,13 @@ def write_atomic(path: Path, data: bytes) -> None:
     os.replace(tmp, path)
 
 
+def _same(path: Path, data: bytes) -> bool:
+    try:
+        return path.stat().st_size == len(data) and path.read_bytes() == data
+    except OSError:
+        return False
+
+
 def publish(
     directory: Path,
     files: Mapping[str, bytes],
@@ -46,9 +53,13 @@ def publish(
         shutil.rmtree(staging)  # a failed run's leftovers
     staging.mkdir()
     try:
+        unchanged = {name for name, data in files.items() if _same(directory / name, data)}
         for name, data in files.items():
-            (staging / name).write_bytes(data)
-        for name in sorted(n for n in files if n != last):
+            if name not in unchanged:
+                (staging / name).write_bytes(data)
+        # A file already holding exactly the new bytes is left alone: the result is the
+        # same, and a 100k-record compile rewrites hundreds of files otherwise.
+        for name in sorted(n for n in files if n != last and n not in unchanged):
             os.replace(staging / name, directory / name)
         removed = sorted(
             p.name for p in directory.iterdir()
@@ -56,7 +67,7 @@ def publish(
         )
         for name in removed:
             (directory / name).unlink()
-        if last is not None and last in files:
+        if last is not None and last in files and last not in unchanged:
             os.replace(staging / last, directory / last)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
