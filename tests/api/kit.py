@@ -29,7 +29,8 @@ def make_memory(tmp_path: Path, name: str = "m.db") -> Memory:
 
 @contextlib.contextmanager
 def client_for(memory: Memory, **kwargs: Any) -> Iterator[TestClient]:
-    with TestClient(create_app(memory, **kwargs)) as client:
+    # A loopback Host: the app refuses names it does not serve (amcp.api.guard).
+    with TestClient(create_app(memory, **kwargs), base_url="http://127.0.0.1") as client:
         yield client
 
 

@@ -7,7 +7,6 @@ input and document output; every ``AmcpError`` becomes a problem body in ``error
 
 from __future__ import annotations
 
-import json
 import tempfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
@@ -20,13 +19,15 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from amcp.amf.types import KnowledgeType, Lifecycle
+from amcp.api import imports
 from amcp.api import schemas as s
 from amcp.api.access import Caller, authenticate, build_policy
 from amcp.api.errors import problem_for
 from amcp.api.gate import lock_for
+from amcp.api.guard import HostPolicy, RequestGuard
 from amcp.api.limits import BodyLimit
 from amcp.api.views import hit_out, item_out, write_out
-from amcp.errors import AmcpError, ForbiddenError, GoneError, NotFoundError, ValidationError
+from amcp.errors import AmcpError, ForbiddenError, GoneError, NotFoundError
 from amcp.memory import Memory
 from amcp.session.policy import AccessPolicy, Mode
 from amcp.store.base import RecordFilter
@@ -65,12 +66,16 @@ def create_app(
     max_import: int = MAX_IMPORT,
     lifespan: Callable[[FastAPI], AbstractAsyncContextManager[None]] | None = None,
     hook_token: str | None = None,
+    allowed_hosts: Sequence[str] = (),
+    ui: bool = True,
 ) -> FastAPI:
     """The HTTP API over ``memory``. ``policy``/``tokens`` turn on bearer auth
     (``tokens``: {token: scope patterns it may read and write}). ``lifespan`` lets
     ``serve_http`` run the MCP session manager alongside. ``hook_token`` adds the
     coding-agent hooks' routes (``POST /v1/hooks/{op}``, docs/http.md), which take that
-    token (the node's runtime file holds it) instead of a bearer token."""
+    token (the node's runtime file holds it) instead of a bearer token. ``allowed_hosts``:
+    host names answered besides IP literals and localhost (``amcp.api.guard``). ``ui``:
+    the web inspector at ``/ui`` (``amcp.ui``); ``/docs`` is served locally either way."""
     access = build_policy(policy, tokens)
     lock = lock_for(memory)
     app = FastAPI(
@@ -78,8 +83,12 @@ def create_app(
         version="1.0",
         summary="A memory node for AI agents (AMCP 1.0): remember, recall, query, context.",
         lifespan=lifespan,
+        docs_url=None,  # FastAPI's pages load Swagger from a CDN; amcp.ui.docs serves /docs
+        redoc_url=None,
     )
     app.add_middleware(BodyLimit, default=max_body, overrides={"/v1/import": max_import})
+    # Added last, so it runs first: a forged Host or cross-site write never reaches a route.
+    app.add_middleware(RequestGuard, hosts=HostPolicy(allowed_hosts), form_prefixes=("/ui/",))
     _install_error_handlers(app)
 
     def locked(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
@@ -258,7 +267,7 @@ def create_app(
         response = dict(result.to_response())
         response["results"] = [
             r for r in response.get("results", [])
-            if not isinstance(r, Mapping) or who.readable(_scopes_of(r))
+            if not isinstance(r, Mapping) or who.readable(imports.scopes_of(r))
         ]
         return s.QueryOut.model_validate(response)
 
@@ -344,10 +353,12 @@ def create_app(
         store untouched.
         """
         who = caller(request)
-        body = await request.body()
-        lines = body.splitlines(keepends=True)
-        await run_in_threadpool(_precheck, lines, who)
-        report = await run_in_threadpool(locked, memory.import_, lines)
+        spool = await imports.spool_body(request)  # bounded memory: see amcp.api.imports
+        try:
+            await run_in_threadpool(imports.precheck, imports.iter_lines(spool), who)
+            report = await run_in_threadpool(locked, memory.import_, imports.iter_lines(spool))
+        finally:
+            spool.close()
         return s.ImportOut(
             created=report.created, already=report.already, tombstones=report.tombstones,
             refused_purged=report.refused_purged, state_changes=report.state_changes,
@@ -367,6 +378,9 @@ def create_app(
         from amcp.agent.hooks.node_routes import install_hook_routes
 
         install_hook_routes(app, memory, hook_token, locked)
+    from amcp.ui.app import install_ui
+
+    install_ui(app, memory, access, lock, pages=ui)
     _tidy_openapi(app, auth=access is not None)
     return app
 
@@ -376,41 +390,6 @@ def create_app(
 
 def _opt(scopes: list[str] | None) -> tuple[str, ...] | None:
     return tuple(scopes) if scopes else None
-
-
-def _scopes_of(amf: Mapping[str, Any]) -> list[str]:
-    meta = amf.get("meta")
-    scopes = meta.get("project_scope") if isinstance(meta, Mapping) else None
-    return [x for x in scopes if isinstance(x, str)] if isinstance(scopes, list) else []
-
-
-def _precheck(lines: Sequence[bytes], who: Caller) -> None:
-    """Parse every line and check its scopes before the import stores anything."""
-    for lineno, raw in enumerate(lines, start=1):
-        try:
-            text = raw.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise ValidationError(f"line {lineno}", f"invalid UTF-8 at byte {exc.start}") from None
-        if not text.strip():
-            continue
-        try:
-            obj = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise ValidationError(f"line {lineno}", f"not JSON: {exc.msg}") from None
-        except RecursionError:
-            raise ValidationError(f"line {lineno}", "nested too deeply") from None
-        if not isinstance(obj, dict):
-            raise ValidationError(f"line {lineno}", "each line must be a JSON object")
-        if who.policy is None or "amcp_export" in obj or "amcp_export_end" in obj:
-            continue
-        if "tombstone" in obj:
-            who.check_everything(Mode.WRITE, f"line {lineno}: a tombstone")
-            continue
-        amf = obj.get("amf", obj)
-        scopes = _scopes_of(amf) if isinstance(amf, Mapping) else []
-        if not scopes:
-            raise ValidationError(f"line {lineno}", "record without meta.project_scope")
-        who.check_write(scopes)
 
 
 class _TextSink:

@@ -35,6 +35,7 @@ def build_server_app(
     tokens: Mapping[str, Sequence[str]] | None = None,
     mcp: bool = True,
     hook_token: str | None = None,
+    allowed_hosts: Sequence[str] = (),
 ) -> FastAPI:
     """The HTTP API with the MCP streamable-HTTP transport mounted at ``/mcp``.
 
@@ -42,9 +43,12 @@ def build_server_app(
     (Host/Origin must be loopback). With auth configured, ``/mcp`` needs a bearer token
     that may read and write every scope ('*'): MCP tools do not carry per-scope checks.
     ``hook_token`` adds the coding-agent hooks' routes (``amcp.agent.hooks.node_routes``).
+    ``allowed_hosts``: host names answered besides IP literals and localhost
+    (``amcp.api.guard``; the web inspector at ``/ui`` comes with the app).
     """
     if not mcp:
-        return create_app(memory, policy=policy, tokens=tokens, hook_token=hook_token)
+        return create_app(memory, policy=policy, tokens=tokens, hook_token=hook_token,
+                          allowed_hosts=allowed_hosts)
     server = build_mcp(memory)
     sub = server.streamable_http_app(streamable_http_path=MCP_PATH, host=host)
 
@@ -56,7 +60,7 @@ def build_server_app(
             yield
 
     app = create_app(memory, policy=policy, tokens=tokens, lifespan=lifespan,
-                     hook_token=hook_token)
+                     hook_token=hook_token, allowed_hosts=allowed_hosts)
     access = build_policy(policy, tokens)
     app.router.routes.append(
         Route(MCP_PATH, endpoint=_McpGate(sub, access), include_in_schema=False)
@@ -111,6 +115,7 @@ async def serve_http(
     hook_token: str | None = None,
     on_ready: Callable[[int], None] | None = None,
     stop: asyncio.Event | None = None,
+    allowed_hosts: Sequence[str] = (),
     **uvicorn_options: Any,
 ) -> None:
     """Serve the HTTP API (and MCP at ``/mcp`` unless ``mcp=False``) until cancelled or
@@ -127,7 +132,7 @@ async def serve_http(
     import uvicorn
 
     app = build_server_app(memory, host=host, policy=policy, tokens=tokens, mcp=mcp,
-                           hook_token=hook_token)
+                           hook_token=hook_token, allowed_hosts=allowed_hosts)
     if stop is not None:
         # Bounded: open keep-alive or streaming (MCP) connections must not hold a stop.
         uvicorn_options.setdefault("timeout_graceful_shutdown", 5)

@@ -65,6 +65,11 @@ def http(
         typer.Option(help="TOKEN=scope[,scope]: a bearer token and its scopes (repeatable)."),
     ] = None,
     no_mcp: Annotated[bool, typer.Option("--no-mcp", help="Do not mount MCP at /mcp.")] = False,
+    allow_host: Annotated[
+        list[str] | None,
+        typer.Option(help="A host name to answer besides IP addresses and localhost "
+                          "(repeatable; other Host headers get 421, against DNS rebinding)."),
+    ] = None,
 ) -> None:
     """Run the HTTP API (with MCP over streamable HTTP at /mcp) until interrupted."""
     from amcp.api.serve import serve_http
@@ -77,7 +82,8 @@ def http(
     with open_memory(store, embedder, create=True) as mem:
         mem.flush_in_background()
         err.print(f"amcp HTTP API on http://{host}:{port}/v1 (store {store_path(store)})"
-                  + ("" if no_mcp else f"; MCP at http://{host}:{port}/mcp"))
+                  + ("" if no_mcp else f"; MCP at http://{host}:{port}/mcp")
+                  + f"; inspector at http://{host}:{port}/ui")
         if access is None and tokens is None and host not in ("127.0.0.1", "::1", "localhost"):
             err.print("[yellow]warning[/yellow]: no --policy/--token: anyone may read and write")
 
@@ -86,7 +92,7 @@ def http(
             # closed (buffered access counts written) instead of the process being killed.
             await serve_http(mem, host, port, policy=access, tokens=tokens, mcp=not no_mcp,
                              on_ready=lambda _port: freeze_startup_heap(),
-                             stop=stop_on_signals())
+                             stop=stop_on_signals(), allowed_hosts=allow_host or ())
 
         with contextlib.suppress(KeyboardInterrupt, asyncio.CancelledError):
             asyncio.run(main())

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
-from rich.progress import Progress, SpinnerColumn, TextColumn
 from rich.table import Table
 
 from amcp.cli.common import emit_json, friendly, open_memory, out, store_path
@@ -194,76 +193,6 @@ def purge(
     out.print(f"purged {knowledge_id} (tombstone kept)")
 
 
-@app.command("export")
-@friendly
-def export_cmd(
-    path: Annotated[Path, typer.Argument(help="Output .ndjson file, or - for stdout.")],
-    include_sensitive: bool = False,
-    store: StoreOpt = None,
-    embedder: EmbedOpt = "auto",
-) -> None:
-    """Export everything as NDJSON (streaming; sensitive records only if asked)."""
-    with open_memory(store, embedder) as mem:
-        if str(path) == "-":
-            rep = mem.export(sys.stdout, include_sensitive=include_sensitive)
-            return
-        tmp = path.with_name(path.name + ".partial")
-        with tmp.open("w", encoding="utf-8") as fh:
-            rep = mem.export(fh, include_sensitive=include_sensitive)
-        tmp.replace(path)
-    out.print(
-        f"exported {rep.records} records, {rep.tombstones} tombstones to {path}"
-        + (f" ({rep.skipped_sensitive} sensitive left out)" if rep.skipped_sensitive else "")
-    )
-
-
-@app.command("import")
-@friendly
-def import_cmd(
-    path: Annotated[Path, typer.Argument(help="An amcp NDJSON export (or one AMF per line).")],
-    store: StoreOpt = None,
-    embedder: EmbedOpt = "auto",
-    json_: JsonOpt = False,
-) -> None:
-    """Import an NDJSON export. Idempotent; purged records never come back."""
-    if not path.exists():
-        raise typer.BadParameter(f"{path} does not exist")
-    with (
-        open_memory(store, embedder, create=True) as mem,
-        path.open("rb") as fh,
-        Progress(
-            SpinnerColumn(), TextColumn("{task.description}"), transient=True, disable=json_
-        ) as bar,
-    ):
-        task = bar.add_task("importing", total=None)
-
-        def tick(rep: Any) -> None:
-            bar.update(task, description=f"imported {rep.processed} records")
-
-        rep = mem.import_(fh, progress=tick)
-    if json_:
-        emit_json(
-            {
-                "created": rep.created,
-                "already": rep.already,
-                "tombstones": rep.tombstones,
-                "refused_purged": rep.refused_purged,
-                "complete": rep.complete,
-                "errors": rep.errors,
-            }
-        )
-        return
-    out.print(
-        f"created {rep.created}, already stored {rep.already}, tombstones {rep.tombstones}, "
-        f"refused (purged here) {rep.refused_purged}"
-        + (
-            ""
-            if rep.complete
-            else " — [yellow]no valid end marker: the file may be truncated[/yellow]"
-        )
-    )
-
-
 @app.command()
 @friendly
 def query(
@@ -371,14 +300,18 @@ def demo(
 # Commands that live in their own modules, registered after the core ones.
 from amcp.cli import context_cmd  # noqa: E402
 from amcp.cli.api_cmd import http, mcp  # noqa: E402
+from amcp.cli.brain_cmd import brain_app  # noqa: E402
 from amcp.cli.conformance_cmd import conformance  # noqa: E402
 from amcp.cli.hooks_cmd import capture, hook_app, hooks_app  # noqa: E402
+from amcp.cli.portability_cmd import export_cmd, import_cmd  # noqa: E402
 from amcp.cli.serve_cmd import serve, trust_app  # noqa: E402
+from amcp.cli.ui_cmd import ui  # noqa: E402
 
 app.command()(serve)
 app.add_typer(trust_app, name="trust")
 app.command("mcp")(mcp)
 app.command("http")(http)
+app.command("ui")(ui)
 app.command("conformance")(conformance)
 app.command("context")(context_cmd.context)
 app.command("outcome")(context_cmd.outcome)
@@ -387,6 +320,9 @@ app.command("event")(context_cmd.event)
 app.add_typer(hooks_app, name="hooks")
 app.add_typer(hook_app, name="hook")
 app.command("capture")(capture)
+app.command("import")(import_cmd)
+app.command("export")(export_cmd)
+app.add_typer(brain_app, name="brain")
 
 
 def main() -> None:

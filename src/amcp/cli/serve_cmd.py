@@ -87,7 +87,7 @@ def serve(
                 from amcp.api.serve import serve_http
 
                 out.print(f"HTTP API http://{host}:{http_port}/v1  (OpenAPI /openapi.json, "
-                          f"MCP streamable HTTP /mcp)")
+                          f"MCP streamable HTTP /mcp, web inspector /ui)")
                 token = new_token()
                 amcp_addr = (host, server.port) if server.port else None
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TextIO
@@ -32,6 +33,7 @@ if TYPE_CHECKING:
     from amcp.memory import Memory
 
 FORMAT_VERSION = 1
+KNOWLEDGE_ID = re.compile(r"K-[0-9a-f]{64}")
 _ALL = RecordFilter(lifecycles=None, include_expired=True)
 
 
@@ -164,8 +166,10 @@ def import_ndjson(
             kid = (
                 obj["tombstone"].get("knowledge_id") if isinstance(obj["tombstone"], dict) else None
             )
-            if not isinstance(kid, str):
-                raise ValidationError(f"line {lineno}", "tombstone without knowledge_id")
+            if not isinstance(kid, str) or not KNOWLEDGE_ID.fullmatch(kid):
+                raise ValidationError(
+                    f"line {lineno}", f"tombstone knowledge_id {kid!r} is not a knowledge id"
+                )
             if memory.store.put_tombstone(
                 kid, hlc=memory.clock.send(), reason=obj["tombstone"].get("reason")
             ):
@@ -183,6 +187,67 @@ def import_ndjson(
             flush()
     flush()
     return report
+
+
+def validate_ndjson(source: Iterable[str | bytes]) -> int:
+    """Read a whole export without writing: every line parses, every record validates,
+    and the end marker is present with a matching digest. Returns the record count.
+
+    ``amcp import`` runs this first so that a cut or edited file is refused before
+    anything is stored, instead of committing the batches before the damage."""
+    digest = hashlib.sha256()
+    count = 0
+    ended = False
+    for lineno, raw in enumerate(source, start=1):
+        text = _text(raw, lineno)
+        if not text.strip():
+            continue
+        if ended:
+            raise ValidationError(f"line {lineno}", "data after the end marker")
+        obj = _object(text, lineno)
+        if "amcp_export_end" in obj:
+            end = obj["amcp_export_end"]
+            if not isinstance(end, dict) or end.get("sha256") != digest.hexdigest():
+                raise ValidationError(f"line {lineno}", "end marker digest does not match")
+            ended = True
+            continue
+        digest.update(text.rstrip("\n").encode("utf-8") + b"\n")
+        if "amcp_export" in obj or "tombstone" in obj:
+            tomb = obj.get("tombstone")
+            kid = tomb.get("knowledge_id") if isinstance(tomb, dict) else None
+            if "tombstone" in obj and not (isinstance(kid, str) and KNOWLEDGE_ID.fullmatch(kid)):
+                raise ValidationError(
+                    f"line {lineno}", f"tombstone knowledge_id {kid!r} is not a knowledge id"
+                )
+            continue
+        try:
+            parse_record(obj.get("amf", obj))
+        except AmcpError as exc:
+            raise ValidationError(f"line {lineno}", str(exc)) from exc
+        count += 1
+    if not ended:
+        raise ValidationError(
+            "end", "no end marker: the file is truncated or not a complete amcp export; "
+            "nothing was imported"
+        )
+    return count
+
+
+def _text(raw: str | bytes, lineno: int) -> str:
+    try:
+        return raw.decode("utf-8") if isinstance(raw, bytes) else raw
+    except UnicodeDecodeError as exc:
+        raise ValidationError(f"line {lineno}", f"invalid UTF-8 at byte {exc.start}") from exc
+
+
+def _object(text: str, lineno: int) -> dict[str, Any]:
+    try:
+        obj = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValidationError(f"line {lineno}", f"not JSON: {exc.msg}") from exc
+    if not isinstance(obj, dict):
+        raise ValidationError(f"line {lineno}", "each line must be a JSON object")
+    return obj
 
 
 def _apply_batch(

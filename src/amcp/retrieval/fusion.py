@@ -86,6 +86,35 @@ def boost_coverage(
     return out
 
 
+class Priors(NamedTuple):
+    """The rerank's bounded priors for one record: each the signed share it adds to the
+    factor the fused score is multiplied by (the web inspector's score breakdown)."""
+
+    recency: float
+    type: float
+    trust: float
+
+    @property
+    def factor(self) -> float:
+        return 1.0 + self.recency + self.type + self.trust
+
+
+def priors(
+    *,
+    age_days: float,
+    ktype: KnowledgeType,
+    weight: float,
+    recency_half_life_days: float = 180.0,
+    prior_strength: float = 0.08,
+) -> Priors:
+    recency = math.exp(-math.log(2) * max(age_days, 0.0) / recency_half_life_days)
+    return Priors(
+        prior_strength * (recency - 0.5),
+        prior_strength * (TYPE_PRIOR.get(ktype, 0.6) - 0.75),
+        prior_strength * (weight - 0.5),
+    )
+
+
 def rerank_score(
     fused: float,
     *,
@@ -96,11 +125,8 @@ def rerank_score(
     prior_strength: float = 0.08,
 ) -> float:
     """Scale the fused score by bounded priors (at most ±``prior_strength`` each)."""
-    recency = math.exp(-math.log(2) * max(age_days, 0.0) / recency_half_life_days)
-    prior = (
-        1.0
-        + prior_strength * (recency - 0.5)
-        + prior_strength * (TYPE_PRIOR.get(ktype, 0.6) - 0.75)
-        + prior_strength * (weight - 0.5)
+    p = priors(
+        age_days=age_days, ktype=ktype, weight=weight,
+        recency_half_life_days=recency_half_life_days, prior_strength=prior_strength,
     )
-    return fused * prior
+    return fused * p.factor

@@ -1,16 +1,22 @@
 """Credential detection and redaction (R1 `credential`).
 
 Three kinds of evidence, strongest first: a well-known key format (sk-, ghp_, AKIA, xoxb-,
-JWT, PEM, connection strings with a password), an assignment (`password=…`, `token: …`),
-and a phrase ("my password is …", "密码是…"). Placeholders ("sk-xxxx", "<your-key>",
-"${TOKEN}") and lines that present an example are refused, because capturing docs as
-the user's secrets is both noise and a false alarm for the encrypted store.
+JWT, PEM, connection strings with a password, an AWS secret key beside an AWS key id), an
+assignment (`password=…`, `token: …`), and a phrase ("my password is …", "密码是…").
+
+One scan (`_candidates`) serves two uses with opposite biases. Capture is conservative:
+placeholders ("sk-xxxx", "<your-key>", "${TOKEN}") and lines that present an example are
+not the user's secrets, and capturing docs is noise in the encrypted store. Redaction
+(`redact_turn`) is liberal: it masks every candidate, placeholders and examples included,
+because a plaintext record or a printed line must never show anything key-shaped.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from itertools import pairwise
 
 # (rule id, service, kind, pattern, prefix kept in the redacted form)
 _KEY_FORMATS: tuple[tuple[str, str, str, re.Pattern[str]], ...] = tuple(
@@ -27,6 +33,10 @@ _KEY_FORMATS: tuple[tuple[str, str, str, re.Pattern[str]], ...] = tuple(
         ("key.gitlab", "GitLab", "token", r"\bglpat-[\w-]{20,}"),
     )
 )
+# An AWS secret access key is 40 base64 characters with no prefix of its own: only an AWS
+# context on the same line (the key id, `aws_secret_access_key`, "AWS") makes one a key
+# rather than any hash. Checked for mixed case and digits in `_aws_secret`.
+_AWS_SECRET = re.compile(r"(?<![A-Za-z0-9/+=])[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=])")
 _PREFIX = re.compile(
     r"^(?:sk-ant-|sk-proj-|sk-|gh[pousr]_|github_pat_|AKIA|ASIA|xox[abprs]-|eyJ|AIza|"
     r"[rs]k_(?:live|test)_|glpat-)"
@@ -37,7 +47,8 @@ _PEM = re.compile(
     re.S,
 )
 _CONN = re.compile(
-    r"\b(?P<scheme>[a-z][a-z0-9+.-]{1,20})://(?P<user>[^:/@\s]+):(?P<pw>[^@/\s]+)@(?P<host>[^\s/'\"]+)"
+    r"\b(?P<scheme>[a-z][a-z0-9+.-]{1,20})://(?P<user>[^:/@\s]*):(?P<pw>[^/\s]+)@"
+    r"(?P<host>[^\s/'\"@]+)"
 )
 _ASSIGN = re.compile(
     r"(?P<name>\b(?:[A-Za-z][A-Za-z0-9]*[_-])*(?:password|passwd|pwd|secret|token|api[_-]?key|apikey|"
@@ -57,18 +68,29 @@ _PHRASE_ZH = re.compile(
     r"(?P<kind>密码|口令|密钥|秘钥|令牌|[Tt]oken|API ?[Kk]ey)\s*(?:是|为|：|:|=)\s*"
     r"(?P<val>[!-~]{3,})"
 )
-# A line that presents an example or a pretend value is not the user's secret.
+# A line that presents an example or a pretend value is not the user's secret. The words
+# must stand alone: "db.example" or "example.com" in a URL is a hostname, not an example.
 _EXAMPLE = re.compile(
-    r"\b(?:e\.g\.|for example|for instance|example|such as|look(?:s)? like|format|placeholder|"
-    r"sample|dummy|fake|template|like this|if|suppose|imagine|hypothetically|what if|were)\b|"
+    r"(?<![\w./@-])(?:e\.g\.|for example|for instance|example|such as|look(?:s)? like|format|"
+    r"placeholder|sample|dummy|fake|template|like this|if|suppose|imagine|hypothetically|"
+    r"what if|were)(?![\w/-]|\.\w)|"
     r"示例|例如|比如|格式|样例|类似|举例|假的|假设|如果|假如|占位|模板",
     re.I,
 )
+# What makes a value a placeholder (see `is_placeholder` for why "mostly").
+# A reference or an elision, not a value: `<your-key>`, `{token}`, `${GITHUB_TOKEN}`, `$TOKEN`,
+# `$(pass show x)`, `%s`, `process.env.X`, `os.environ[...]`, `sk-…abcd`, our own `••••••`.
+_REFERENCE = re.compile(
+    r"<[^<>]*>|\{[^{}]*\}|\$\{|^\$(?:[A-Z_][A-Z0-9_]*|\(.*\))$|%[sd(]|process\.env|environ|"
+    r"\.\.\.|[…•]",
+)
 _PLACEHOLDER_WORDS = re.compile(
-    r"xxx|\*\*\*|\.\.\.|…|[<>{}$%]|your|example|placeholder|redacted|dummy|fake|sample|"
-    r"changeme|insert|todo|environ|process\.env|123456789|abcdefgh|0{6}",
+    r"your|key|api|token|secret|here|example|sample|placeholder|redacted|dummy|fake|changeme|"
+    r"insert|todo|replace|xxx",
     re.I,
 )
+_SEPARATORS = re.compile(r"[_\W]")
+_FILLER = frozenset("xX*#0.-_")
 _NOT_VALUES = frozenset(
     [
         "none", "null", "nil", "true", "false", "required", "optional", "string", "str",
@@ -118,21 +140,60 @@ def redact_value(value: str) -> str:
 
 
 def is_placeholder(value: str) -> bool:
-    body = _PREFIX.sub("", value)
-    if _PLACEHOLDER_WORDS.search(value) or value.lower() in _NOT_VALUES:
+    """A value that is *mostly* a stand-in: a reference, filler, placeholder words, or a
+    low-entropy run.
+
+    "Mostly", not "contains": a real key is random, so a common substring inside it
+    ("…abcdefgh…", "…EXAMPLE…", "key") is chance. The old substring test called such keys
+    fake, so they were neither captured encrypted nor masked and went into plaintext
+    snapshots (issue 14, finding 10). Redaction now masks placeholders too, but a false
+    "fake" still loses the user's credential record while a false "real" costs one extra
+    encrypted record, so the rule errs towards real.
+    """
+    if value.lower() in _NOT_VALUES or _REFERENCE.search(value):
         return True
-    # Real keys are high-entropy; "sk-aaaa…" or "ghp_0000…" are stand-ins.
-    return len(set(body.lower())) < 5
+    body = _PREFIX.sub("", value) or value
+    if sum(c in _FILLER for c in body) * 2 > len(body):  # sk-xxxx…, ghp_****…, 000000
+        return True
+    chars = _SEPARATORS.sub("", body)
+    rest = len(_PLACEHOLDER_WORDS.sub("", chars))  # YOUR_API_KEY, your-token-here
+    if rest < len(chars) and (rest < 6 or rest * 2 < len(chars)):
+        return True
+    return len(set(body.lower())) < 5 or _mostly_ascending(body)  # sk-aaaa…, abcdef123456
 
 
-def _looks_secret(value: str) -> bool:
+def _mostly_ascending(body: str) -> bool:
+    """Three quarters of the characters sit in runs like abcdef or 12345 (4+ long): a typed
+    stand-in. In a random key a 4-run starts at a given place with odds of about 1 in
+    50 000, so a real key is never mostly runs; a hand-typed "…kLmN…StUv…" (a common test
+    value) is not flagged either, since it is under three quarters runs."""
+    low = body.lower()
+    in_runs, run = 0, 1
+    for a, b in pairwise(low):
+        if ord(b) - ord(a) == 1:
+            run += 1
+            continue
+        in_runs += run if run >= 4 else 0
+        run = 1
+    in_runs += run if run >= 4 else 0
+    return in_runs * 4 >= len(low) * 3
+
+
+def _password_shaped(value: str) -> bool:
     """For phrase/assignment values: a password-like token, not an English word."""
-    if is_placeholder(value) or len(value) < 4:
+    if len(value) < 4 or value.lower() in _NOT_VALUES:
         return False
     has_digit = any(c.isdigit() for c in value)
     has_symbol = any(not c.isalnum() for c in value)
     mixed = value.lower() != value and value.upper() != value
     return has_digit or has_symbol or mixed or len(value) >= 12
+
+
+def _aws_secret(value: str, line: str) -> bool:
+    low = line.lower()
+    return (("aws" in low or "akia" in low or "asia" in low)
+            and any(c.isdigit() for c in value) and value.lower() != value
+            and value.upper() != value)
 
 
 def _line_spans(text: str) -> list[tuple[int, int]]:
@@ -143,72 +204,150 @@ def _line_spans(text: str) -> list[tuple[int, int]]:
     return spans
 
 
-def find_credentials(text: str, *, guarded: bool = True) -> list[CredentialHit]:
-    """All credential hits in `text`, non-overlapping, in order.
+@dataclass(frozen=True, slots=True)
+class _Candidate:
+    hit: CredentialHit
+    example: bool  # on a line that presents an example ("for example", "if", "示例")
+    placeholder: bool  # the value is a stand-in (`is_placeholder`)
 
-    `guarded=False` skips the example/hypothetical line filter; `redact` uses it so that a
-    summary never shows anything key-shaped, even from an example.
+
+def _candidates(text: str) -> list[_Candidate]:
+    """Every key-shaped span of `text`, non-overlapping, in order, stronger evidence first.
+
+    One scan serves both uses: capture keeps the real, non-example ones; redaction masks
+    all of them, because a plaintext summary must not show a key even from an example.
     """
     if not _hinted(text):
         return []
-    hits: list[CredentialHit] = []
-    taken: list[tuple[int, int]] = []
-    example_lines: list[tuple[int, int]] | None = None if guarded else []
+    found: list[_Candidate] = []
+    example_lines: list[tuple[int, int]] | None = None
 
-    def free(a: int, b: int) -> bool:
+    def add(hit: CredentialHit, placeholder: bool) -> None:
         nonlocal example_lines
-        if any(a < y and x < b for x, y in taken):
-            return False
+        if any(hit.start < c.hit.end and c.hit.start < hit.end for c in found):
+            return
         if example_lines is None:  # computed once, and only when something matched
             example_lines = [(x, y) for x, y in _line_spans(text) if _EXAMPLE.search(text[x:y])]
-        return not any(x <= a <= y for x, y in example_lines)
+        example = any(x <= hit.start <= y for x, y in example_lines)
+        found.append(_Candidate(hit, example, placeholder))
 
-    def add(hit: CredentialHit) -> None:
-        hits.append(hit)
-        taken.append((hit.start, hit.end))
+    _strong_candidates(text, add)
+    _weak_candidates(text, add)
+    found.sort(key=lambda c: c.hit.start)
+    return found
 
+
+def _strong_candidates(text: str, add: Callable[[CredentialHit, bool], None]) -> None:
+    """Well-known key formats, PEM blocks, URLs with a password, AWS secret keys."""
     for m in _PEM.finditer(text):
         body = re.sub(r"\s", "", m.group("body"))
-        if len(body) >= 40 and not is_placeholder(body[:60]) and free(m.start(), m.end()):
+        if len(body) >= 8:
             header = f"-----BEGIN {m.group('label')}PRIVATE KEY-----"
             add(CredentialHit("key.pem", "PEM", "private key", m.group(0), header + "…",
-                              m.start(), m.end(), True))
+                              m.start(), m.end(), True),
+                len(body) < 40 or is_placeholder(body[:60]))
     for m in _CONN.finditer(text):
-        pw = m.group("pw")
-        if not is_placeholder(pw) and free(m.start(), m.end()):
-            url = m.group(0)
-            masked = f"{m.group('scheme')}://{m.group('user')}:••••••@{m.group('host')}"
-            add(CredentialHit("conn.url", m.group("scheme"), "connection string", url, masked,
-                              m.start(), m.end(), True))
+        masked = f"{m.group('scheme')}://{m.group('user')}:••••••@{m.group('host')}"
+        add(CredentialHit("conn.url", m.group("scheme"), "connection string", m.group(0),
+                          masked, m.start(), m.end(), True), is_placeholder(m.group("pw")))
     for rule, service, kind, pat in _KEY_FORMATS:
         for m in pat.finditer(text):
             value = m.group(0)
-            if not is_placeholder(value) and free(m.start(), m.end()):
-                add(CredentialHit(rule, service, kind, value, redact_value(value),
-                                  m.start(), m.end(), True))
+            add(CredentialHit(rule, service, kind, value, redact_value(value),
+                              m.start(), m.end(), True), is_placeholder(value))
+    low = text.lower()
+    if "aws" in low or "akia" in low or "asia" in low:
+        for m in _AWS_SECRET.finditer(text):
+            if _aws_secret(m.group(0), _line_at(text, m.start())):
+                add(CredentialHit("key.aws_secret", "AWS", "secret key", m.group(0),
+                                  redact_value(m.group(0)), m.start(), m.end(), True),
+                    is_placeholder(m.group(0)))
+
+
+def _weak_candidates(text: str, add: Callable[[CredentialHit, bool], None]) -> None:
+    """Assignments (`password=…`) and phrases ("my password is …", "密码是…")."""
     for m in _ASSIGN.finditer(text):
         value = _TRAILING.sub("", m.group("val"))
         a = m.start("val")
-        if _looks_secret(value) and free(a, a + len(value)):
-            name = m.group("name")
-            add(CredentialHit("assign", name, "secret", value, redact_value(value),
-                              a, a + len(value), False))
+        if _password_shaped(value):
+            add(CredentialHit("assign", m.group("name"), "secret", value, redact_value(value),
+                              a, a + len(value), False), is_placeholder(value))
     for pat, rule in ((_PHRASE_EN, "phrase.en"), (_PHRASE_ZH, "phrase.zh")):
         for m in pat.finditer(text):
             value = _TRAILING.sub("", m.group("val"))
             a = m.start("val")
-            if not _looks_secret(value) or not free(a, a + len(value)):
-                continue
-            svc = (m.groupdict().get("svc2") or m.group("svc") or "").strip()
-            add(CredentialHit(rule, svc, m.group("kind").lower(), value, redact_value(value),
-                              a, a + len(value), False))
-    hits.sort(key=lambda h: h.start)
-    return hits
+            if _password_shaped(value):
+                svc = (m.groupdict().get("svc2") or m.group("svc") or "").strip()
+                add(CredentialHit(rule, svc, m.group("kind").lower(), value,
+                                  redact_value(value), a, a + len(value), False),
+                    is_placeholder(value))
+
+
+def find_credentials(text: str, *, guarded: bool = True) -> list[CredentialHit]:
+    """The user's secrets in `text`: real-looking (not placeholders), non-overlapping, in
+    order. `guarded=False` also returns those on example lines."""
+    return [c.hit for c in _candidates(text)
+            if not c.placeholder and not (guarded and c.example)]
+
+
+@dataclass(frozen=True, slots=True)
+class Redaction:
+    """A turn after the one redaction step: `text` is safe to split, summarise, store in
+    plaintext and print; `hits` are the secrets to capture (offsets into the original)."""
+
+    text: str
+    hits: tuple[CredentialHit, ...]
+    # (start, end, masked) spans of the original that `text` replaced, in order
+    spans: tuple[tuple[int, int, str], ...] = ()
+
+    def position(self, pos: int) -> int:
+        """Where offset `pos` of the original text is in `text`."""
+        shift = 0
+        for a, b, masked in self.spans:
+            if a >= pos:
+                break
+            shift += len(masked) - (b - a) if b <= pos else a + len(masked) - pos
+        return pos + shift
+
+
+def secret_parts(hit: CredentialHit) -> tuple[str, ...]:
+    """The values worth masking wherever they reappear: the whole value, and for a
+    connection string also its password, which is the part a user types again alone."""
+    if hit.rule == "conn.url" and (m := _CONN.match(hit.value)):
+        return (hit.value, m.group("pw"))
+    return (hit.value,)
+
+
+def redact_turn(text: str, known: Iterable[str] = ()) -> Redaction:
+    """Mask every key-shaped value of `text`, and every other occurrence of a value found
+    (repeated later in the turn without its cue) or `known` (a secret captured earlier in
+    the session). Values under 8 characters are not searched for: they would mask words."""
+    cands = _candidates(text)
+    spans = [(c.hit.start, c.hit.end, c.hit.redacted) for c in cands]
+    repeats = {*known, *(v for c in cands for v in secret_parts(c.hit) if len(v) >= 8)}
+    for value in sorted(repeats, key=len, reverse=True):  # longest first: no partial masks
+        start = text.find(value)
+        while start >= 0:
+            end = start + len(value)
+            if not any(start < b and a < end for a, b, _ in spans):
+                spans.append((start, end, redact_value(value)))
+            start = text.find(value, end)
+    spans.sort()
+    parts, pos = [], 0
+    for a, b, masked in spans:
+        parts += [text[pos:a], masked]
+        pos = b
+    parts.append(text[pos:])
+    hits = tuple(c.hit for c in cands if not c.placeholder and not c.example)
+    return Redaction("".join(parts), hits, tuple(spans))
 
 
 def redact(text: str) -> str:
     """`text` with every key-shaped value replaced by its redacted form."""
-    hits = find_credentials(text, guarded=False) if _hinted(text) else []
-    for h in sorted(hits, key=lambda h: h.start, reverse=True):
-        text = text[: h.start] + h.redacted + text[h.end :]
-    return text
+    return redact_turn(text).text
+
+
+def _line_at(text: str, pos: int) -> str:
+    start = text.rfind("\n", 0, pos) + 1
+    end = text.find("\n", pos)
+    return text[start : end if end >= 0 else len(text)]

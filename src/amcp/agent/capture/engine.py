@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from amcp.agent.capture.credentials import CredentialHit, find_credentials, redact
+from amcp.agent.capture.credentials import CredentialHit, Redaction, redact_turn, secret_parts
 from amcp.agent.capture.model import (
     DEFAULTS,
     Capture,
@@ -33,6 +33,7 @@ from amcp.agent.capture.transcript import coerce_turn
 from amcp.errors import ConfigError
 
 DuplicateCheck = Callable[[str], bool]
+_KNOWN_SECRETS = 64  # secrets remembered per engine for masking later repeats
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +82,7 @@ class CaptureEngine:
             else None
         )
         self._index = 0
+        self._known: list[str] = []  # secrets seen this session (never printed: see __repr__)
 
     def __repr__(self) -> str:
         return f"CaptureEngine(turns={self._index}, seen={len(self._seen)})"
@@ -94,16 +96,22 @@ class CaptureEngine:
         if len(t.content) > self.config.max_turn_chars:
             t = Turn(t.role, t.content[: self.config.max_turn_chars], t.index)
         self._index = t.index + 1
+        # The one redaction step, before anything splits, summarises or copies the turn:
+        # sentence splitting cuts `postgres://admin:S3cr!t-pass@…` at the "!", and topic
+        # keywords are lower-cased words, so a secret redacted any later leaks in pieces.
+        # Only the credential captures see the raw turn, and they carry it in a `Secret`.
+        red = redact_turn(t.content, self._known)
+        safe = Turn(t.role, red.text, t.index)
         out: list[Output] = []
-        sents = analyse(t)
+        sents = analyse(safe)
         if self.config.snapshots:
-            snap = self._topic.observe(t, sents)
+            snap = self._topic.observe(safe, sents)
             if snap is not None:
                 out.append(snap)
-        captures = self._captures(t, [s.text for s in sents])
+        captures = self._captures(t, red, [s.text for s in sents])
         out.extend(captures)
         if self._checkpoints is not None:
-            cp = self._checkpoints.observe(t, sents, len(captures))
+            cp = self._checkpoints.observe(safe, sents, len(captures))
             if cp is not None:
                 out.append(cp)
         return out
@@ -120,15 +128,17 @@ class CaptureEngine:
         return [snap] if snap is not None else []
 
     # --- R1 --------------------------------------------------------------------------
-    def _captures(self, turn: Turn, prose: list[str]) -> list[Capture]:
+    def _captures(self, turn: Turn, red: Redaction, prose: list[str]) -> list[Capture]:
+        """R1 over `prose` (sentences of the redacted turn); credentials from `red.hits`."""
         role = turn.role.lower()
         if role not in self.config.capture_roles:
             if role == "assistant" and self.config.capture_assistant_reminders:
-                return self._assistant_reminders(turn)
+                return self._assistant_reminders(Turn(turn.role, red.text, turn.index))
             return []
         found: list[Capture] = []
         if Category.CREDENTIAL in self.config.categories:
-            found.extend(self._credential(turn, h) for h in find_credentials(turn.content))
+            found.extend(self._credential(turn, red, h) for h in red.hits)
+            self._remember_secrets(red.hits)
         for sentence in prose:
             lang = lang_of(sentence)
             for hit in match(sentence, lang, RULES_ZH if lang == "zh" else RULES_EN):
@@ -153,15 +163,14 @@ class CaptureEngine:
     def _capture(self, turn: Turn, hit: Hit, lang: Lang, *, confidence: float = 0.8) -> Capture:
         d = DEFAULTS[hit.rule.category]
         ex = hit.extract
-        quote = redact(hit.sentence)
-        return Capture(
+        return Capture(  # the sentence comes from the redacted turn: nothing to redact here
             category=hit.rule.category,
             importance=ex.importance or d.importance,
-            text=redact(ex.text),
-            quote=quote,
+            text=ex.text,
+            quote=hit.sentence,
             subject=ex.subject,
             predicate=ex.predicate or d.predicate,
-            object=redact(ex.object),
+            object=ex.object,
             amf_type=ex.amf_type or d.amf_type,
             x_kind=d.x_kind,
             lang=lang,
@@ -171,7 +180,7 @@ class CaptureEngine:
             dedup_key=normalise(ex.text),
         )
 
-    def _credential(self, turn: Turn, h: CredentialHit) -> Capture:
+    def _credential(self, turn: Turn, red: Redaction, h: CredentialHit) -> Capture:
         d = DEFAULTS[Category.CREDENTIAL]
         zh = has_cjk(turn.content[max(0, h.start - 40) : h.start])
         what = f"{h.service} {_ZH_KIND.get(h.kind, h.kind)}".strip()
@@ -181,7 +190,7 @@ class CaptureEngine:
             category=Category.CREDENTIAL,
             importance=d.importance,
             text=text,
-            quote=redact(_line_at(turn.content, h.start))[:300],
+            quote=_line_at(red.text, red.position(h.start))[:300],
             subject=f"User.Credential.{slug(what)}",
             predicate=d.predicate,
             object=h.redacted,
@@ -195,6 +204,16 @@ class CaptureEngine:
             secret=Secret(h.value, h.redacted),
             dedup_key=f"{normalise(text)} #{fp}",
         )
+
+    def _remember_secrets(self, hits: Iterable[CredentialHit]) -> None:
+        """Keep the session's secrets so a later turn that repeats one without its context
+        ("log in with S3cr!t-pass") is masked too. Bounded; short values would mask common
+        words, so only values of 8+ characters are kept."""
+        for value in (v for h in hits for v in secret_parts(h)):
+            if len(value) >= 8 and value not in self._known:
+                self._known.append(value)
+                if len(self._known) > _KNOWN_SECRETS:
+                    self._known.pop(0)
 
     def _fresh(self, c: Capture) -> bool:
         """Session dedup on the normalised text, then the caller's store dedup."""

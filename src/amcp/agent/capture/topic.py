@@ -16,7 +16,6 @@ from collections import Counter, deque
 from dataclasses import dataclass
 from typing import Literal
 
-from amcp.agent.capture.credentials import redact
 from amcp.agent.capture.model import Checkpoint, Snapshot, Turn
 from amcp.agent.capture.text import sentences, strip_quoted, terms
 
@@ -70,7 +69,10 @@ def analyse(turn: Turn) -> list[Sentence]:
 
 
 def summarise(items: list[Sentence], tf: Counter[str], k: int) -> tuple[str, ...]:
-    """The `k` most informative sentences, in their original order, secrets redacted.
+    """The `k` most informative sentences, in their original order.
+
+    Sentences come from turns the engine has already redacted (`redact_turn`): masking
+    here, after the split, would be too late (a URL cut at its "!" no longer matches).
 
     Score = sum of topic term frequencies of the sentence's distinct terms / sqrt(length):
     sentences that use the topic's central vocabulary win, long rambling ones are damped.
@@ -85,7 +87,7 @@ def summarise(items: list[Sentence], tf: Counter[str], k: int) -> tuple[str, ...
         score = sum(tf[t] for t in uniq) / math.sqrt(len(s.terms) + 1)
         scored.append((score, i))
     best = sorted(i for _, i in sorted(scored, reverse=True)[:k])
-    return tuple(redact(items[i].text)[:300] for i in best)
+    return tuple(items[i].text[:300] for i in best)
 
 
 def keywords(tf: Counter[str], n: int = 8) -> tuple[str, ...]:

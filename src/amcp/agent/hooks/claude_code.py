@@ -385,16 +385,40 @@ STOP_REASON = (
     "[AMCP] Before you finish: did this session teach something worth keeping for next "
     "time (a pitfall, a decision, a convention)? Reply with one line "
     "`AMCP-LEARN: <the learning, one sentence>` to store it, or "
-    "`AMCP-DECLINE: <one-line reason>` if there is nothing to keep."
+    "`AMCP-DECLINE: <one-line reason>` if there is nothing to keep. If you relied on "
+    "memories AMCP showed you, add a `## Recall` section: `- **Surfaced:** K-… (used → "
+    "success), K-… (used → failure), K-… (unused)`."
 )
 
 
 def stop(inp: HookInput, cfg: HookConfig) -> dict[str, Any] | None:
     ledgers = cfg.ledgers
     ledger = ledgers.load(inp.session_id)
+    reply = last_reply(inp)
+    # Outcomes first (agent/hooks/outcomes.py): the manifest may come with the learning or
+    # after it, and only memories this session was shown can be credited.
+    from amcp.agent.hooks.outcomes import credit
+
+    ledger, notes = credit(cfg, ledger, reply)
+    if notes:
+        ledgers.save(ledger)
+    return _with_notes(_stop_decision(inp, cfg, ledger, reply), notes)
+
+
+def _with_notes(answer: dict[str, Any], notes: list[str]) -> dict[str, Any]:
+    if not notes:
+        return answer
+    text = "; ".join(notes)
+    prior = answer.get("systemMessage")
+    return {**answer, "systemMessage": f"{prior} {text}" if prior else notice(text)[
+        "systemMessage"]}
+
+
+def _stop_decision(inp: HookInput, cfg: HookConfig, ledger: SessionLedger,
+                   reply: str) -> dict[str, Any]:
+    ledgers = cfg.ledgers
     if ledger.stop_outcome is not None:
         return {}
-    reply = last_reply(inp)
     learn = re.search(LEARN, reply) if reply else None
     decline = re.search(DECLINE, reply) if reply else None
     if learn is not None:

@@ -50,6 +50,7 @@ class SessionLedger(NamedTuple):
     stop_outcome: StopOutcome | None = None
     stop_detail: str | None = None  # the decline reason or the learning's knowledge id
     updated_at: float = 0.0
+    credited: tuple[str, ...] = ()  # ids given an outcome from the agent's Recall manifest
 
     def with_shown(self, ids: list[str]) -> SessionLedger:
         fresh = [i for i in ids if i not in self.shown]
@@ -71,6 +72,7 @@ class SessionLedger(NamedTuple):
                 "detail": self.stop_detail,
             },
             "updated_at": self.updated_at,
+            "credited": list(self.credited),
         }
 
     @classmethod
@@ -90,6 +92,7 @@ class SessionLedger(NamedTuple):
             stop_outcome=outcome if outcome in ("learned", "declined") else None,
             stop_detail=_str_or_none(stop.get("detail")),
             updated_at=float(d.get("updated_at") or 0.0),
+            credited=_strs(d.get("credited")),
         )
 
 

@@ -1,0 +1,151 @@
+"""Brain compile at scale (issue 22 targets).
+
+* compile of a 100k-record store ≤ 10 s;
+* INDEX.md ≤ 8 KB;
+* byte-identical output across two runs, and across two "machines" — two processes with
+  different ``TZ`` and a wall clock skewed by days — given the same ``--now``.
+
+The store is built once with the hashing embedder through ``Memory.remember_many`` in
+batches (500 scopes, several kinds and types, 1% superseded, some outcomes and lifefacts)
+and cached under /tmp; ``--rebuild`` makes it again.
+
+    .venv/bin/python bench/brain_compile.py [--records 100000] [--rebuild]
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+import random
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import save
+
+NOW = "2026-12-01T00:00:00Z"
+KINDS = ["learning", "work_boundary", "preference", "decision", "pitfall", "lifefact", None]
+TYPES = ["KT-FACT", "KT-CONTEXT", "KT-DECISION", "KT-PITFALL", "KT-FACT"]
+WORDS = ["deploy", "build", "cache", "retry", "token", "schema", "index", "region", "pointer",
+         "weight", "outcome", "commit", "branch", "review", "test", "flaky", "timeout",
+         "queue", "worker", "lock", "store", "sync", "merge"]
+
+# Runs one compile in a child process whose wall clock is skewed by SKEW seconds: what a
+# second machine with a wrong clock (and another TZ) would do with the same --now.
+CHILD = """
+import sys, time
+skew = float(sys.argv[1])
+real = time.time
+time.time = lambda: real() + skew
+from amcp.cli.app import app
+sys.argv = ["amcp", *sys.argv[2:]]
+app()
+"""
+
+
+def build(path: Path, n: int) -> None:
+    from amcp.memory import Memory
+
+    if path.parent.exists():
+        shutil.rmtree(path.parent)
+    rng = random.Random(22)
+    with Memory(path, embedder="hashing") as mem:
+        ids: list[str] = []
+        for start in range(0, n, 1000):
+            batch = []
+            for i in range(start, min(n, start + 1000)):
+                words = " ".join(rng.choice(WORDS) for _ in range(8))
+                batch.append({
+                    "text": f"Memory {i}: {words}.",
+                    "scope": f"project:p{i % 500:03d}",
+                    "type": TYPES[i % len(TYPES)],
+                    "kind": KINDS[i % len(KINDS)],
+                    "created_at": 1_780_000_000 + i,
+                })
+            ids += [o.knowledge_id for o in mem.remember_many(batch)]
+        for kid in ids[: n // 100]:
+            mem.supersede(kid, f"{mem.get(kid).record.text} (revised)")  # type: ignore[union-attr]
+        for start in range(n // 100, n // 100 + 2000, 100):
+            mem.outcome(ids[start:start + 50], "success")
+            mem.outcome(ids[start + 50:start + 100], "failure")
+
+
+def digest(directory: Path) -> dict[str, str]:
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(directory.iterdir()) if p.is_file()}
+
+
+def run(store: Path, out: Path, tz: str, skew: float) -> float:
+    if out.exists():
+        shutil.rmtree(out)  # a fresh directory: a cold compile
+    env = dict(os.environ, TZ=tz, AMCP_HOME=str(store.parent))
+    started = time.perf_counter()
+    subprocess.run(
+        [sys.executable, "-c", CHILD, str(skew), "brain", "compile", str(out),
+         "--store", str(store), "--now", NOW],
+        check=True, env=env, stdout=subprocess.DEVNULL,
+    )
+    return time.perf_counter() - started
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--records", type=int, default=100_000)
+    ap.add_argument("--rebuild", action="store_true")
+    ap.add_argument("--dir", type=Path, default=Path("/tmp/amcp-bench-brain"))
+    args = ap.parse_args()
+    store = args.dir / f"store-{args.records}" / "memory.db"
+    if args.rebuild or not store.exists():
+        t = time.perf_counter()
+        build(store, args.records)
+        print(f"built {args.records} records in {time.perf_counter() - t:.1f} s")
+
+    from amcp.brain.compile import compile_brain
+    from amcp.brain.entries import parse_now
+    from amcp.memory import Memory
+
+    # In-process compile time (the target): open the store first, then time the compile.
+    # Cold: a fresh directory (every body read and verified by the store); warm: the same
+    # directory again (bodies come from the compile cache, states from the store).
+    cold, warm = [], []
+    for i in range(2):
+        shutil.rmtree(args.dir / f"inproc-{i}", ignore_errors=True)
+    with Memory(store, embedder=None, check_embedder=False) as mem:
+        for i in range(2):
+            t = time.perf_counter()
+            report = compile_brain(mem, args.dir / f"inproc-{i}", now=parse_now(NOW))
+            cold.append(time.perf_counter() - t)
+        for _ in range(3):
+            t = time.perf_counter()
+            compile_brain(mem, args.dir / "inproc-0", now=parse_now(NOW))
+            warm.append(time.perf_counter() - t)
+    first = digest(args.dir / "inproc-0")
+    same_runs = digest(args.dir / "inproc-1") == first
+    # Two "machines": other TZ, clock skewed by +3 days and −5 hours; whole CLI process.
+    a = run(store, args.dir / "machine-a", "UTC", 3 * 86400)
+    b = run(store, args.dir / "machine-b", "Pacific/Kiritimati", -5 * 3600)
+    same_machines = digest(args.dir / "machine-a") == digest(args.dir / "machine-b") == first
+    index_bytes = (args.dir / "inproc-0" / "INDEX.md").stat().st_size
+    payload = {
+        "records": report.records,
+        "regions": report.regions,
+        "compile_cold_s": [round(x, 3) for x in cold],
+        "compile_warm_s": [round(x, 3) for x in warm],
+        "cli_process_s": [round(a, 3), round(b, 3)],
+        "index_bytes": index_bytes,
+        "files": len(first),
+        "byte_identical_runs": same_runs,
+        "byte_identical_machines": same_machines,
+        "targets": {"compile_s": 10, "index_bytes": 8192},
+        "load_avg": os.getloadavg(),
+    }
+    print(payload)
+    save("brain_compile", payload)
+
+
+if __name__ == "__main__":
+    main()

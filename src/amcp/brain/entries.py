@@ -1,0 +1,283 @@
+"""What the brain shows of one record: its region, place, AMP kind, title and weight.
+
+One definition shared by the compile, the OKF export and the backends, so the three cannot
+disagree about which region a memory is in or what weight it carries.
+
+* **region** — the record's first scope, made file-name safe (``project:amcp`` →
+  ``project-amcp``, ``*`` → ``global``): a scope is the store's own notion of "where a
+  memory belongs", which is what AMP's Region is.
+* **place** — the record's ``x-kind`` (``learning``, ``work_boundary``, ``preference``…),
+  else ``general``: AMP's Place groups memories of one sort inside a Region.
+* **kind** — the AMP kind (``amcp.evolution.outcomes.amp_kind``: intent, facts, pattern,
+  invalidation, discovery, events, lifefact).
+* **weight** — see ``brain_weight``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import TYPE_CHECKING, Any
+
+from amcp.amf.record import AMFRecord, DecayModel
+from amcp.amf.timefmt import normalise_timestamp, parse_ts
+from amcp.amf.types import DecayType, KnowledgeType, Lifecycle
+from amcp.evolution.decay import decay_model_of, event_fired, view_of
+from amcp.evolution.outcomes import PINNED, amp_kind
+from amcp.store.base import RecordFilter, RecordState, StoredRecord
+
+if TYPE_CHECKING:
+    from amcp.memory import Memory
+
+# AMP's reading order (PROTOCOL §4.3): intent → facts → pattern → invalidation → discovery →
+# events; lifefacts last, they have their own region in AMP and no reading priority.
+KIND_ORDER: tuple[str, ...] = (
+    "intent", "facts", "pattern", "invalidation", "discovery", "events", "lifefact",
+)
+ARCHIVE_BELOW = 0.10  # AMP §4.4: below this an entry leaves the active pointer table
+TITLE_CHARS = 72  # AMP v2.10 truncates titles to 72 characters in INDEX.md
+PAGE = 2000  # records read per store page
+MAX_NAME = 64  # characters of a region or place name (file names)
+ID_CHARS = 14  # "K-" + 12 hex, as the pointer tier prints ids
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+ALL_RECORDS = RecordFilter(lifecycles=None, include_expired=True)
+
+
+@dataclass(frozen=True, slots=True)
+class Static:
+    """What the brain derives from a record's immutable content (so it can be cached by
+    knowledge id: the id is the content's hash, an entry never goes stale)."""
+
+    region: str
+    place: str
+    kind: str
+    title: str
+    text: str
+    type: str
+    scopes: tuple[str, ...]
+    tags: tuple[str, ...]
+    created_at: str
+    created_by: str
+    supersedes: str | None
+    confidence: float
+    decay: str
+    half_life: float | None
+    fired: bool
+    created_ts: float  # created_at as epoch seconds (parsed once, for decay and ordering)
+
+    def to_list(self) -> list[Any]:
+        return [getattr(self, name) for name in self.__slots__]
+
+    @classmethod
+    def from_list(cls, row: list[Any]) -> Static:
+        values = dict(zip(cls.__slots__, row, strict=True))
+        values["scopes"] = tuple(values["scopes"])
+        values["tags"] = tuple(values["tags"])
+        return cls(**values)
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """One record as the brain shows it: its ``Static`` part plus its state at ``now``."""
+
+    knowledge_id: str
+    region: str
+    place: str
+    kind: str
+    title: str
+    text: str
+    type: str
+    scopes: tuple[str, ...]
+    tags: tuple[str, ...]
+    created_at: str
+    created_by: str
+    supersedes: str | None
+    lifecycle: str
+    weight: float
+    outcome_weight: float
+    archived: bool
+    hlc: int
+    superseded_by: str | None = None
+    sensitive: bool = False
+    created_ts: float = 0.0
+
+    @property
+    def short_id(self) -> str:
+        return self.knowledge_id[:ID_CHARS]
+
+    @property
+    def day(self) -> str:
+        return self.created_at[:10]
+
+
+def safe_name(text: str, default: str = "global") -> str:
+    """A file-name-safe, case-preserving form of ``text`` (``*`` → ``global``)."""
+    if text == "*":
+        return default
+    name = _UNSAFE.sub("-", text).strip("-.") or default
+    if len(name) > MAX_NAME:  # a scope may be long; a file name may not
+        import hashlib
+
+        name = name[: MAX_NAME - 9] + "-" + hashlib.sha256(text.encode()).hexdigest()[:8]
+    return name
+
+
+def one_line(text: str, limit: int) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1].rstrip() + "…"
+
+
+def static_of(record: AMFRecord) -> Static:
+    model = decay_model_of(record)
+    scopes = tuple(record.meta.project_scope)
+    text = record.text
+    return Static(
+        region=safe_name(scopes[0]),
+        place=safe_name(record.kind or "general", "general"),
+        kind=amp_kind(record),
+        title=one_line(text, TITLE_CHARS),
+        text=text,
+        type=record.type.value,
+        scopes=scopes,
+        tags=tuple(record.tags),
+        created_at=record.meta.created_at,
+        created_by=record.meta.created_by,
+        supersedes=record.causal.supersedes if record.causal else None,
+        confidence=record.core.confidence,
+        decay=model.type.value,
+        half_life=model.half_life_days,
+        fired=event_fired(record),
+        created_ts=parse_ts(record.meta.created_at).timestamp(),
+    )
+
+
+def brain_weight(static: Static, state: RecordState, now: float) -> tuple[float, bool]:
+    """(weight, archived) of a record at ``now``: the AMP compiler's rule on our state.
+
+    * a lifefact is pinned at 1.0 and never archived (AMP Rule 12);
+    * a superseded record is 0 and archived (AMP Rule 8), as are invalidated and archived
+      ones, whatever their learned weight;
+    * otherwise the effective confidence (``amcp.evolution.decay``): the writer's confidence,
+      decayed by age under the record's decay model and moved by the trust weight learned
+      from outcomes (+0.30 / −0.20 per round) — archived below 0.10.
+    """
+    if static.kind == PINNED:
+        return 1.0, False
+    if state.lifecycle is not Lifecycle.ACTIVE or state.superseded_by:
+        return 0.0, True
+    model = _model(static.decay, static.half_life)
+    weight = round(view_of(_KTYPES[static.type], static.confidence, static.created_ts, model,
+                           static.fired, state, now).effective_confidence, 6)
+    return weight, weight < ARCHIVE_BELOW
+
+
+_KTYPES = {t.value: t for t in KnowledgeType}  # enum lookups cost ~2 µs each at 100k
+
+
+@lru_cache(maxsize=64)
+def _model(decay: str, half_life: float | None) -> DecayModel:
+    return DecayModel(DecayType(decay), half_life)
+
+
+def entry_from(kid: str, static: Static, state: RecordState, now: float) -> Entry:
+    weight, archived = brain_weight(static, state, now)
+    st = static
+    return Entry(kid, st.region, st.place, st.kind, st.title, st.text, st.type, st.scopes,
+                 st.tags, st.created_at, st.created_by, st.supersedes, state.lifecycle.value,
+                 weight, round(state.weight, 6), archived, state.hlc, state.superseded_by,
+                 state.sensitive, st.created_ts)
+
+
+def entry_of(item: StoredRecord, now: float) -> Entry | None:
+    """The brain's view of ``item``; None for a purged tombstone."""
+    if item.record is None:
+        return None
+    return entry_from(item.knowledge_id, static_of(item.record), item.state, now)
+
+
+def iter_entries(mem: Memory, now: float, cache: dict[str, Static] | None = None
+                 ) -> Iterator[Entry]:
+    """Every unpurged record of the store as an entry (sensitive records come redacted, as
+    every read without ``reveal`` does), in store order.
+
+    The states come from one body-less read; bodies are read (and verified by the store)
+    only for records ``cache`` does not hold yet, and what they give is added to it. Why a
+    cache: decoding and verifying a body is ~90 µs, most of a 100k-record compile, and a
+    record's content never changes under its id."""
+    cache = {} if cache is None else cache
+    rows = [r for r in mem.store.states(ALL_RECORDS, limit=-1)
+            if r.state.lifecycle is not Lifecycle.PURGED]
+    missing = [r.knowledge_id for r in rows if r.knowledge_id not in cache]
+    if len(missing) > len(rows) // 4:
+        _read_all(mem, cache)  # mostly cold: one walk in store order beats id lookups
+    else:
+        for start in range(0, len(missing), PAGE):
+            ids = tuple(missing[start:start + PAGE])
+            flt = RecordFilter(ids=ids, lifecycles=None, include_expired=True)
+            for item in mem.list_records(flt, limit=len(ids)):
+                if item.record is not None:
+                    cache[item.knowledge_id] = static_of(item.record)
+    for row in rows:
+        static = cache.get(row.knowledge_id)
+        if static is not None:
+            yield entry_from(row.knowledge_id, static, row.state, now)
+
+
+def _read_all(mem: Memory, cache: dict[str, Static]) -> None:
+    after: str | None = None
+    while page := mem.list_records(ALL_RECORDS, limit=PAGE, after=after):
+        for item in page:
+            after = item.knowledge_id
+            if item.record is not None and item.knowledge_id not in cache:
+                cache[item.knowledge_id] = static_of(item.record)
+
+
+def sort_key(entry: Entry) -> tuple[int, float, float, str]:
+    """AMP's reading order inside a place: kind order, then weight high first, then the
+    newest, then the id (a total order, so output never depends on store order)."""
+    rank = _RANK.get(entry.kind, len(KIND_ORDER))
+    return rank, -entry.weight, -entry.created_ts, entry.knowledge_id
+
+
+_RANK = {kind: n for n, kind in enumerate(KIND_ORDER)}
+
+
+def iso_utc(epoch: float) -> str:
+    """``epoch`` as ``YYYY-MM-DDTHH:MM:SSZ`` in UTC, whatever the machine's TZ."""
+    import datetime as dt
+
+    return dt.datetime.fromtimestamp(int(epoch), dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def parse_now(value: str | None) -> float | None:
+    """``--now`` as epoch seconds: ISO 8601 (``2026-12-01T00:00:00Z``) or a number."""
+    if value is None:
+        return None
+    try:
+        return float(value)
+    except ValueError:
+        pass
+    # normalise_timestamp refuses a naive time: its zone would be this machine's, and two
+    # machines given the same --now must compile the same bytes.
+    return parse_ts(normalise_timestamp(value, "now"), "now").timestamp()
+
+
+__all__ = [
+    "ALL_RECORDS",
+    "ARCHIVE_BELOW",
+    "KIND_ORDER",
+    "Entry",
+    "Static",
+    "brain_weight",
+    "entry_from",
+    "entry_of",
+    "iso_utc",
+    "iter_entries",
+    "one_line",
+    "parse_now",
+    "safe_name",
+    "sort_key",
+    "static_of",
+]

@@ -1,0 +1,53 @@
+"""Template filters. Each returns plain text, which Jinja then escapes: none returns markup."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+from amcp.clock import Timestamp
+
+
+def hlc_time(packed: int) -> str:
+    """A packed HLC as the UTC wall time it carries."""
+    ms = Timestamp.unpack(packed).physical_ms
+    return datetime.fromtimestamp(ms / 1000, tz=UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def unix_time(ts: float | None) -> str:
+    if ts is None:
+        return "—"
+    return datetime.fromtimestamp(ts, tz=UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def pretty_json(value: Any) -> str:
+    return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True, default=str)
+
+
+def signed(value: float) -> str:
+    return f"{value:+.4f}"
+
+
+def short(knowledge_id: str) -> str:
+    return knowledge_id[:14] + "…" if len(knowledge_id) > 15 else knowledge_id
+
+
+def size(n: int | None) -> str:
+    if n is None:
+        return "—"
+    value = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if value < 1024 or unit == "GiB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{n} B"
+
+
+FILTERS: dict[str, Callable[..., str]] = {
+    "hlc_time": hlc_time, "unix_time": unix_time, "pretty_json": pretty_json,
+    "signed": signed, "short": short, "size": size,
+}
+
+__all__ = ["FILTERS"]
