@@ -111,6 +111,16 @@ class StoreError(AmcpError):
     status = Status.UNAVAILABLE
 
 
+class StoreIntegrityError(StoreError):
+    """The node's *own* store failed verification (a tampered row, a broken change log).
+
+    A store problem, not the peer's fault: answered as ERROR 500, never as a protocol
+    violation that would blame and disconnect an innocent client (``IntegrityError`` is for
+    bytes a peer sent)."""
+
+    status = Status.INTERNAL
+
+
 class EmbeddingMismatchError(StoreError):
     """The store's vectors were made by another embedding model or dimension."""
 

@@ -254,6 +254,11 @@ class Memory(WritePath):
     def get(self, knowledge_id: str) -> StoredRecord:
         found = self.store.get(knowledge_id)
         if found is None:
+            why = self.store.quarantined().get(knowledge_id)
+            if why is not None:
+                raise NotFoundError(
+                    f"{knowledge_id} is quarantined: {why}; run `amcp verify` for the report"
+                )
             raise NotFoundError(f"no record {knowledge_id}")
         if found.record is None:
             raise GoneError(f"{knowledge_id} was purged")

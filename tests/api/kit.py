@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import socket
+import os
 import sys
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -13,6 +14,7 @@ from typing import Any
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 from mcp import StdioServerParameters
+from mcp.client.stdio import get_default_environment
 
 from amcp.api.http import create_app
 from amcp.memory import Memory
@@ -76,6 +78,12 @@ def stdio_params(store: Path, *extra: str) -> StdioServerParameters:
         args=["-m", "amcp.cli.api_cmd", "mcp", "--store", str(store), "--embedder", "hashing",
               *extra],
         cwd=str(Path(__file__).resolve().parents[2]),
+        # The SDK passes only a few safe variables on; the server must see the same
+        # per-user state directory (the store's witness) and import path as the test.
+        env={**get_default_environment(), **{
+            k: os.environ[k] for k in ("XDG_STATE_HOME", "AMCP_STATE_DIR", "PYTHONPATH")
+            if k in os.environ
+        }},
     )
 
 

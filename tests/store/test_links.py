@@ -206,4 +206,5 @@ def test_an_unreadable_body_does_not_stop_the_backfill(tmp_path: Path) -> None:
     with Memory(path, embedder=None) as mem:
         assert mem.store.get_meta("backfill.links") is None
         assert _ids(mem, RecordFilter(sessions=(S1,))) == set(kids["s1"][1:])
-        assert not mem.store.verify(full=True).ok
+        report = mem.store.verify(full=True)
+        assert [kid for kid, _why in report.damaged] == [kids["s1"][0]]

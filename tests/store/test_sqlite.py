@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from tests.store.records import rec
 
-from amcp.errors import IntegrityError, StoreError
+from amcp.errors import StoreError, StoreIntegrityError
 from amcp.keyring import Keyring
 from amcp.store.schema import MIGRATIONS, SCHEMA_VERSION, split_sql
 from amcp.store.sqlite import SQLiteStore
@@ -64,7 +64,7 @@ def test_truncated_database_is_refused_without_touching_it(tmp_path: Path) -> No
     data = path.read_bytes()
     path.write_bytes(data[: len(data) // 2])
     before = path.read_bytes()
-    with pytest.raises((StoreError, IntegrityError)):
+    with pytest.raises(StoreError):
         open_at(tmp_path)
     assert path.read_bytes() == before
 
@@ -86,10 +86,12 @@ def test_edited_record_body_is_refused_on_read(tmp_path: Path) -> None:
     )
     db.close()
     s = open_at(tmp_path)  # the chain is intact; the record is not
-    with pytest.raises(IntegrityError):
-        s.get(ids[1])
+    assert s.get(ids[1]) is None  # quarantined, not served, and no other read fails
+    assert ids[1] in s.quarantined()
     assert s.get(ids[0]) is not None
-    assert not s.verify(full=True).ok
+    report = s.verify(full=True)
+    assert report.ok  # the log is intact: damage to one record is not damage to the store
+    assert [kid for kid, _why in report.damaged] == [ids[1]]
     s.close()
 
 
@@ -106,7 +108,7 @@ def test_edited_record_body_is_refused_on_read(tmp_path: Path) -> None:
 def test_tampered_change_log_is_refused_on_open(tmp_path: Path, attack: str) -> None:
     _store_with_three(tmp_path)
     raw(tmp_path).execute(attack)
-    with pytest.raises(IntegrityError, match="integrity check"):
+    with pytest.raises(StoreIntegrityError, match="integrity check"):
         open_at(tmp_path)
 
 
@@ -121,13 +123,13 @@ def test_rollback_to_an_old_copy_is_detected_by_the_witness(tmp_path: Path) -> N
     for suffix in ("-wal", "-shm"):
         (tmp_path / f"memory.db{suffix}").unlink(missing_ok=True)
     shutil.copy(tmp_path / "old.db", tmp_path / "memory.db")
-    with pytest.raises(IntegrityError, match="rolled back"):
+    with pytest.raises(StoreIntegrityError, match="rolled back"):
         open_at(tmp_path)
 
 
 def test_store_signed_by_another_node_key_is_refused(tmp_path: Path) -> None:
     _store_with_three(tmp_path)
-    with pytest.raises(IntegrityError, match="another node key"):
+    with pytest.raises(StoreIntegrityError, match="another node key"):
         SQLiteStore(tmp_path / "memory.db", Keyring(tmp_path / "other-keys"))
 
 
@@ -188,7 +190,7 @@ def test_tampering_is_still_refused_on_open_after_a_verified_open(
     for stmt in attack.split("; "):
         db.execute(stmt)
     db.close()
-    with pytest.raises(IntegrityError, match="integrity check"):
+    with pytest.raises(StoreIntegrityError, match="integrity check"):
         open_at(tmp_path)
 
 
@@ -218,7 +220,7 @@ def test_an_unreadable_verified_mark_means_a_whole_walk(tmp_path: Path, content:
     s = open_at(tmp_path)  # marks 1..3
     store_id = s.store_id
     s.close()
-    mark = tmp_path / "keys" / "witness" / f"{store_id}.verified"
+    mark = s.keyring.witness_dirs[0] / f"{store_id}.verified"
     assert mark.exists()
     mark.write_text(content)
     s = open_at(tmp_path)

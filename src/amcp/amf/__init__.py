@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from amcp.amf.ids import (
         build_record,
         checksum_for,
+        envelope_for,
         knowledge_id_for,
         parse_record,
         seal,
@@ -37,8 +38,8 @@ if TYPE_CHECKING:
 
 _WHERE = {
     "canonical_packb": "canonical",
-    **dict.fromkeys(("build_record", "checksum_for", "knowledge_id_for", "parse_record",
-                     "seal", "verify_integrity"), "ids"),
+    **dict.fromkeys(("build_record", "checksum_for", "envelope_for", "knowledge_id_for",
+                     "parse_record", "seal", "verify_integrity"), "ids"),
     **dict.fromkeys(("AMFRecord", "Annotation", "Causal", "Core", "DecayModel",
                      "Distribution", "Integrity", "Meta"), "record"),
     **dict.fromkeys(("DecayType", "KnowledgeType", "Lifecycle", "Predicate"), "types"),
@@ -60,6 +61,7 @@ __all__ = [
     "build_record",
     "canonical_packb",
     "checksum_for",
+    "envelope_for",
     "knowledge_id_for",
     "parse_record",
     "seal",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import hmac
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
@@ -47,18 +48,44 @@ def checksum_for(core: dict[str, Any], meta: dict[str, Any]) -> str:
     return "sha256:" + hashlib.sha256(canonical_packb({"core": core, "meta": meta})).hexdigest()
 
 
-def content_key(record: AMFRecord) -> str:
+def envelope_for(record: dict[str, Any]) -> str:
+    """``integrity.envelope`` of a record dict (PROFILE §6): sha256 over the canonical record
+    without ``integrity``, ``causal.hlc``, ``causal.superseded_by`` and ``x-state``.
+
+    A section left empty by those removals counts as absent: the node adds ``causal.hlc``
+    after the writer sealed the record, and the envelope must not change when it does.
+    """
+    body = {k: v for k, v in record.items() if k != "integrity"}
+    causal = {
+        k: v for k, v in (body.pop("causal", None) or {}).items()
+        if k not in ("hlc", "superseded_by")
+    }
+    if causal:
+        body["causal"] = causal
+    ext = {k: v for k, v in (body.pop("vendor_extensions", None) or {}).items() if k != "x-state"}
+    if ext:
+        body["vendor_extensions"] = ext
+    return "sha256:" + hashlib.sha256(canonical_packb(body)).hexdigest()
+
+
+def content_key(record: AMFRecord, secret: bytes | None = None) -> str:
     """Identity of *what* a record says, ignoring when and by whom: the dedup key.
 
     The knowledge id hashes created_at and created_by too, so the same statement written
-    twice gets two ids; this key lets a store answer "already stored" for it anyway.
+    twice gets two ids; this key lets a store answer "already stored" for it anyway. A store
+    keys it with a node secret (HMAC): stored in clear, a plain hash of the content would let
+    anyone holding the file confirm a guessed secret (a PIN is 10,000 guesses).
     """
-    body = {
-        "type": record.type.value,
-        "core": record.core.to_dict(),
-        "scope": sorted(record.meta.project_scope),
-    }
-    return hashlib.sha256(canonical_packb(body)).hexdigest()
+    body = canonical_packb(
+        {
+            "type": record.type.value,
+            "core": record.core.to_dict(),
+            "scope": sorted(record.meta.project_scope),
+        }
+    )
+    if secret is None:
+        return hashlib.sha256(body).hexdigest()
+    return hmac.new(secret, body, hashlib.sha256).hexdigest()
 
 
 def public_key_text(key: Ed25519PublicKey) -> str:
@@ -68,6 +95,8 @@ def public_key_text(key: Ed25519PublicKey) -> str:
 
 
 def sign_checksum(checksum: str, key: Ed25519PrivateKey) -> str:
+    """``integrity.signature`` over the 32 bytes of a ``sha256:`` digest: the envelope when
+    the record has one, else (an older writer) the checksum."""
     return "ed25519:" + b64url(key.sign(bytes.fromhex(checksum.removeprefix("sha256:"))))
 
 
@@ -75,8 +104,10 @@ def verify_integrity(record: AMFRecord, *, signature: bool = True) -> None:
     """Recompute id and checksum from content; check the signature when there is one.
 
     Raises IntegrityError: on the wire a mismatch is a protocol violation (PROFILE §2), in a
-    store it is tampering. ``signature=False`` skips the Ed25519 check (the slow part) for
-    records already verified on the way in, whose checksum a signed change log vouches for.
+    store it is tampering. The envelope is checked when the record carries one (PROFILE §6:
+    MUST); a record without it is an older writer's, and only its core and meta are covered.
+    ``signature=False`` skips the Ed25519 check (the slow part) for records already verified
+    on the way in.
     """
     core, meta = record.core.to_dict(), record.meta.to_dict()
     expected_id = knowledge_id_for(core, record.meta.created_at, record.meta.created_by)
@@ -85,6 +116,14 @@ def verify_integrity(record: AMFRecord, *, signature: bool = True) -> None:
     expected_sum = checksum_for(core, meta)
     if expected_sum != record.integrity.checksum:
         raise IntegrityError(f"integrity.checksum does not match content of {record.knowledge_id}")
+    signed = expected_sum
+    if record.integrity.envelope is not None:
+        signed = envelope_for(record.to_dict())
+        if signed != record.integrity.envelope:
+            raise IntegrityError(
+                f"integrity.envelope does not match the record {record.knowledge_id} "
+                "(its text, tags, links or extensions were changed)"
+            )
     sig, pub = record.integrity.signature, record.integrity.public_key
     if sig is None or not signature:
         return
@@ -97,28 +136,31 @@ def verify_integrity(record: AMFRecord, *, signature: bool = True) -> None:
 
     try:
         Ed25519PublicKey.from_public_bytes(b64url_decode(pub)).verify(
-            b64url_decode(sig.removeprefix("ed25519:")), bytes.fromhex(expected_sum[7:])
+            b64url_decode(sig.removeprefix("ed25519:")), bytes.fromhex(signed[7:])
         )
     except (InvalidSignature, ValueError) as exc:
         raise IntegrityError(f"{record.knowledge_id}: signature does not verify") from exc
 
 
 def seal(record: AMFRecord, key: Ed25519PrivateKey | None = None) -> AMFRecord:
-    """Fill knowledge_id and checksum from content, and sign when a key is given."""
+    """Fill knowledge_id, checksum and envelope from content, and sign the envelope when a
+    key is given."""
     core, meta = record.core.to_dict(), record.meta.to_dict()
     checksum = checksum_for(core, meta)
-    integrity = Integrity(checksum=checksum, tamper_evident=True)
+    with_id = replace(
+        record,
+        knowledge_id=knowledge_id_for(core, record.meta.created_at, record.meta.created_by),
+        integrity=Integrity(checksum=checksum),
+    )
+    envelope = envelope_for(with_id.to_dict())
+    integrity = Integrity(checksum=checksum, envelope=envelope, tamper_evident=True)
     if key is not None:
         integrity = replace(
             integrity,
-            signature=sign_checksum(checksum, key),
+            signature=sign_checksum(envelope, key),
             public_key=public_key_text(key.public_key()),
         )
-    sealed = replace(
-        record,
-        knowledge_id=knowledge_id_for(core, record.meta.created_at, record.meta.created_by),
-        integrity=integrity,
-    )
+    sealed = replace(with_id, integrity=integrity)
     check_size(sealed)
     return sealed
 

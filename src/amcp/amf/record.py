@@ -352,6 +352,9 @@ class Annotation:
 @dataclass(frozen=True, slots=True)
 class Integrity:
     checksum: str
+    # PROFILE §6: sha256 over the whole record except integrity, causal.hlc,
+    # causal.superseded_by and x-state (``amcp.amf.ids.envelope_for``). None: an older writer.
+    envelope: str | None = None
     signature: str | None = None
     # Our addition (docs/amf.md): the signer's Ed25519 public key, base64url, so a reader
     # can verify without a directory lookup; trust in that key is a separate decision.
@@ -361,16 +364,22 @@ class Integrity:
     @classmethod
     def from_dict(cls, d: JsonMap) -> Integrity:
         _no_extra(
-            d, frozenset({"checksum", "signature", "public_key", "tamper_evident"}), "integrity"
+            d,
+            frozenset({"checksum", "envelope", "signature", "public_key", "tamper_evident"}),
+            "integrity",
         )
         checksum = _str(d, "checksum", "integrity", required=True)
         if not checksum.startswith("sha256:") or len(checksum) != 71:
             raise ValidationError("integrity.checksum", "must be 'sha256:' + 64 hex digits")
+        envelope = _str(d, "envelope", "integrity")
+        if envelope is not None and (not envelope.startswith("sha256:") or len(envelope) != 71):
+            raise ValidationError("integrity.envelope", "must be 'sha256:' + 64 hex digits")
         te = d.get("tamper_evident")
         if te is not None and not isinstance(te, bool):
             raise ValidationError("integrity.tamper_evident", "must be a boolean")
         return cls(
             checksum=checksum,
+            envelope=envelope,
             signature=_str(d, "signature", "integrity"),
             public_key=_str(d, "public_key", "integrity"),
             tamper_evident=te,
@@ -380,6 +389,7 @@ class Integrity:
         return _drop_none(
             {
                 "checksum": self.checksum,
+                "envelope": self.envelope,
                 "signature": self.signature,
                 "public_key": self.public_key,
                 "tamper_evident": self.tamper_evident,

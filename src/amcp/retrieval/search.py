@@ -470,7 +470,7 @@ class HybridSearcher:
             own.update(self.store.own_terms([kid for kid in ids if kid not in own]))
             shares = {kid: coverage(common, terms) for kid, terms in own.items()}
             fused = boost_coverage(fused, shares, t.coverage_weight)
-        return self._rerank(fused[:pool], k, now if now is not None else time.time())
+        return self._rerank(fused[:pool], k, now if now is not None else time.time(), flt)
 
     def _created_ts(self, created_at: str) -> float:
         # created_at never changes for a record; parsing ISO text is a visible share of
@@ -482,16 +482,22 @@ class HybridSearcher:
             ts = self._ts_cache[created_at] = parse_ts(created_at).timestamp()
         return ts
 
-    def _rerank(self, fused: list[Candidate], k: int, now: float) -> list[Hit]:
+    def _rerank(
+        self, fused: list[Candidate], k: int, now: float, flt: RecordFilter
+    ) -> list[Hit]:
         """Score candidates from their state rows (no body decoding), then decode only the
-        k winners: decoding verifies checksums, which is the costly part of a read."""
+        k winners: decoding verifies checksums, which is the costly part of a read.
+
+        The state rows are asked for with the caller's whole filter: the store re-checks
+        every candidate against it from verified state (``amcp.store.admit``), so a record
+        an index row let in by mistake or by tampering drops out here, and so does one that
+        expired or changed lifecycle since the index was searched."""
         if not fused:
             return []
         rows = {
             r.knowledge_id: r
             for r in self.store.states(
-                # Expired records drop out here, even between TTL sweeps.
-                RecordFilter(ids=tuple(c.knowledge_id for c in fused), lifecycles=None, now=now),
+                replace(flt, ids=tuple(c.knowledge_id for c in fused), now=now),
                 limit=len(fused),
             )
         }

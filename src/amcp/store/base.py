@@ -28,6 +28,9 @@ class ChangeOp(StrEnum):
     INVALIDATE = "invalidate"
     ARCHIVE = "archive"
     PURGE = "purge"
+    # A learned weight changed (outcomes, decay rounds): weight orders what an agent is
+    # shown, so it is node-side state the signed log vouches for (PROFILE §6).
+    WEIGHT = "weight"
 
 
 @dataclass(frozen=True, slots=True)
@@ -214,6 +217,12 @@ class IntegrityReport:
     problems: tuple[str, ...]
     head: str = ""  # the chain hash at ``checked_changes`` when ok
     walked: int = 0  # links recomputed: all of them, or those after a verified mark
+    # Records found damaged (quarantined), with why: damage to records, not to the log, so
+    # ``ok`` can still be True — the rest of the store is served.
+    damaged: tuple[tuple[str, str], ...] = ()
+    # "head": chain (from the mark), signed head, row count and digest, witnesses;
+    # "full": all of that over the whole log, plus every row and body.
+    mode: str = "head"
 
 
 class Store(Protocol):
@@ -335,6 +344,11 @@ class Store(Protocol):
     def max_hlc(self) -> int: ...
 
     def verify(self, *, full: bool = False) -> IntegrityReport: ...
+
+    def quarantined(self) -> dict[str, str]:
+        """Records that failed verification (knowledge id → why), left out of every
+        answer; the rest of the store is served."""
+        ...
 
     def stats(self) -> StoreStats: ...
 

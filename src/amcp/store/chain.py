@@ -1,14 +1,17 @@
 """The hash chain over a store's change log, and its signed head (store-agnostic).
 
 Each change's hash covers the previous hash and the change itself, so editing, deleting or
-reordering any entry breaks every hash after it. The head (last seq + hash) is signed with
-the node key and also written to a witness file in the key directory: truncating the log
-(rollback) or replacing the whole file is caught by comparing against the witness.
+reordering any entry breaks every hash after it. The head — last seq and hash, and the
+number of record rows and their set digest (``rowseal``) — is signed with the node key and
+also written to a witness outside the store: truncating the log (rollback) or replacing the
+whole file is caught by comparing against the witness, and a row inserted, deleted or
+replayed behind the node's back by comparing the rows with the signed count and digest.
 """
 
 from __future__ import annotations
 
 import hashlib
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from amcp.amf.canonical import canonical_packb
@@ -28,21 +31,61 @@ def link_hash(prev: str, seq: int, hlc: int, op: str, knowledge_id: str, details
     return hashlib.sha256(bytes.fromhex(prev) + body).hexdigest()
 
 
-def head_message(store_id: str, seq: int, head: str) -> bytes:
-    return f"amcp-chain-head:{store_id}:{seq}:{head}".encode()
+@dataclass(frozen=True, slots=True)
+class Head:
+    """What the node signs after every committed write."""
+
+    seq: int  # the last change
+    hash: str  # its chain hash (hex)
+    rows: int  # record rows (tombstones included)
+    digest: int  # their set digest (rowseal.digest_of)
+
+    def message(self, store_id: str) -> bytes:
+        return (
+            f"amcp-chain-head/2:{store_id}:{self.seq}:{self.hash}:{self.rows}:{self.digest:064x}"
+        ).encode()
+
+    def moved(self, seq: int, hash_: str, rows: int, digest: int) -> Head:
+        from amcp.store.rowseal import MODULUS
+
+        return Head(seq, hash_, self.rows + rows, (self.digest + digest) % MODULUS)
 
 
-def sign_head(key: Ed25519PrivateKey, store_id: str, seq: int, head: str) -> str:
-    return b64url(key.sign(head_message(store_id, seq, head)))
+EMPTY_HEAD = Head(0, GENESIS, 0, 0)
 
 
-def verify_head(
-    public: Ed25519PublicKey, store_id: str, seq: int, head: str, signature: str
-) -> bool:
+def sign_head(key: Ed25519PrivateKey, store_id: str, head: Head) -> str:
+    """``store_meta.chain_head``: the head and its signature, space-separated."""
+    sig = b64url(key.sign(head.message(store_id)))
+    return f"{head.seq} {head.hash} {sig} {head.rows} {head.digest:064x}"
+
+
+def read_head(public: Ed25519PublicKey, store_id: str, text: str) -> Head:
+    """The head a ``chain_head`` value carries; ValueError if it is malformed or its
+    signature does not verify (under ``public``, for ``store_id``)."""
     from cryptography.exceptions import InvalidSignature
 
+    parts = text.split()
+    if len(parts) != 5:
+        raise ValueError("the signed change-log head is malformed")
+    seq, hash_, sig, rows, digest = parts
+    head = Head(int(seq), hash_, int(rows), int(digest, 16))
     try:
-        public.verify(b64url_decode(signature), head_message(store_id, seq, head))
-    except (InvalidSignature, ValueError):
-        return False
-    return True
+        public.verify(b64url_decode(sig), head.message(store_id))
+    except (InvalidSignature, ValueError) as exc:
+        raise ValueError("the signature on the change-log head does not verify") from exc
+    return head
+
+
+def read_legacy_head(public: Ed25519PublicKey, store_id: str, text: str) -> tuple[int, str]:
+    """(seq, hash) of a head signed before row seals (schema < 9): only the migration
+    that adds seals reads one, and re-signs the store in the new form."""
+    from cryptography.exceptions import InvalidSignature
+
+    seq, hash_, sig = text.split()
+    message = f"amcp-chain-head:{store_id}:{seq}:{hash_}".encode()
+    try:
+        public.verify(b64url_decode(sig), message)
+    except (InvalidSignature, ValueError) as exc:
+        raise ValueError("the signature on the change-log head does not verify") from exc
+    return int(seq), hash_

@@ -13,17 +13,18 @@ total, so the hooks read the file here instead, with stdlib ``sqlite3`` and ``ms
 * no O(records) work: no ``quick_check``, no walk of the change log.
 
 What a reader here still checks, per record it hands out (as ``SQLiteStore`` reads do): the
-body decodes, its knowledge id and checksum match the row and are recomputed from the
-content, and the record has a ``put`` entry in the change log with that checksum. Once per
-open it checks the change-log tail against the witness kept outside the file (a store rolled
-back to an older copy, or replaced, is refused). What it skips: re-hashing the whole chain
-and the Ed25519 signature on its head — the full check every ``Memory``/node open runs.
-docs/hooks.md ("Tamper evidence") says why that is an acceptable trade for a hook.
+row's seal (``rowseal``: an HMAC under the node's key over every state column and the body
+bytes), and the filter again against the sealed columns (``admit``), so an edited row, an
+edited body or an inserted index row is left out (quarantined) instead of shown. Once per
+open it checks the change-log tail against the witnesses kept outside the store (a store
+rolled back to an older copy, or replaced, is refused). What it skips: re-hashing the whole
+chain, the Ed25519 signature on its head and the sum of all seals against it — the full
+check every ``Memory``/node open runs. docs/hooks.md ("Tamper evidence") says why that is an
+acceptable trade for a hook.
 """
 
 from __future__ import annotations
 
-import hashlib
 import os
 import sqlite3
 import time
@@ -31,10 +32,11 @@ from collections.abc import Sequence
 
 import msgpack
 
-from amcp.amf.canonical import canonical_packb
 from amcp.errors import IntegrityError, StoreError
 from amcp.lean import TYPE_CHECKING, NamedTuple
 from amcp.store import termstats
+from amcp.store.admit import GLOBAL, row_scopes
+from amcp.store.rowseal import SEALED, Sealer
 from amcp.store.schema import SCHEMA_VERSION
 
 if TYPE_CHECKING:
@@ -94,11 +96,17 @@ class FastReader:
     """Read-only queries over one store file. Not thread-safe; one per hook process."""
 
     def __init__(self, path: StrPath, *, timeout_s: float = 0.25,
-                 key_dir: StrPath | None = None) -> None:
+                 key_dir: StrPath | None = None,
+                 witness_dirs: Sequence[StrPath] | None = None) -> None:
         # os.path strings, not pathlib: see uri_quote
         self.path = os.fspath(path)
         self.key_dir = (os.fspath(key_dir) if key_dir is not None
                         else os.path.join(os.path.dirname(self.path), "keys"))
+        if witness_dirs is None:
+            from amcp.paths import default_witness_dir
+
+            witness_dirs = [default_witness_dir()]
+        self.witness_dirs = [os.fspath(d) for d in witness_dirs]
         if not os.path.exists(self.path):
             raise StoreError(f"no store at {self.path}")
         uri = f"file:{uri_quote(os.path.realpath(self.path))}?mode=ro"
@@ -114,6 +122,7 @@ class FastReader:
         try:
             self.store_id = self.meta("store_id") or ""
             self._check_witness()
+            self._sealer = Sealer(self._derive("row-seal"), self.store_id)
         except BaseException:
             self._db.close()
             raise
@@ -140,56 +149,59 @@ class FastReader:
 
     # ------------------------------------------------------------------ integrity
 
+    def _derive(self, purpose: str) -> bytes:
+        """``Keyring.derive`` from the raw data key, without loading ``cryptography``."""
+        from amcp.subkeys import derive_key
+
+        path = os.path.join(self.key_dir, "data.key")
+        try:
+            with open(path, "rb") as fh:
+                raw = fh.read()
+        except OSError as exc:
+            raise StoreError(f"cannot read the store's data key {path}: {exc}") from exc
+        return derive_key(raw, purpose)
+
     def _check_witness(self) -> None:
-        """The log tail against the witness outside the file: O(1), not a chain walk."""
+        """The log tail against each witness outside the store: O(1), not a chain walk."""
         if not self.store_id:
             return
-        path = os.path.join(self.key_dir, "witness", f"{self.store_id}.head")
-        try:
-            with open(path, encoding="ascii") as fh:
-                text = fh.read()
-        except FileNotFoundError:
-            return
-        except OSError as exc:
-            raise IntegrityError(f"witness file {path} is unreadable: {exc}") from exc
-        try:
-            seq_text, head = text.split()
-            seq = int(seq_text)
-        except ValueError as exc:
-            raise IntegrityError(f"witness file {path} is malformed") from exc
         last = self._q("SELECT MAX(seq) FROM changes")[0][0] or 0
-        if seq > last:
-            raise IntegrityError(f"{self.path} was rolled back: the witness has seen change "
-                                 f"{seq}, the log ends at {last}")
-        row = self._q("SELECT hash FROM changes WHERE seq=?", (seq,))
-        if seq and (not row or row[0][0] != head):
-            raise IntegrityError(f"{self.path}: the change log differs from the witnessed "
-                                 "history")
+        found = False
+        for where in self.witness_dirs:
+            path = os.path.join(where, f"{self.store_id}.head")
+            try:
+                with open(path, encoding="ascii") as fh:
+                    text = fh.read()
+            except FileNotFoundError:
+                continue
+            except OSError as exc:
+                raise IntegrityError(f"witness file {path} is unreadable: {exc}") from exc
+            found = True
+            try:
+                seq_text, head = text.split()
+                seq = int(seq_text)
+            except ValueError as exc:
+                raise IntegrityError(f"witness file {path} is malformed") from exc
+            if seq > last:
+                raise IntegrityError(f"{self.path} was rolled back: the witness has seen "
+                                     f"change {seq}, the log ends at {last}")
+            row = self._q("SELECT hash FROM changes WHERE seq=?", (seq,))
+            if seq and (not row or row[0][0] != head):
+                raise IntegrityError(f"{self.path}: the change log differs from the witnessed "
+                                     "history")
+        if not found and self.meta("witnessed"):
+            raise IntegrityError(f"{self.path}: the witness of this store is missing from "
+                                 f"{', '.join(self.witness_dirs)}; run `amcp verify`")
 
-    def _decode(self, kid: str, body: bytes, checksum: str, sensitive: bool) -> dict[str, Any]:
-        """Body bytes → the record as a dict, refused unless it matches its id, checksum and
-        change-log entry (recomputed from content; see the module docstring)."""
+    def _decode(self, body: bytes, kid: str, sensitive: bool) -> dict[str, Any] | None:
+        """Body bytes (their seal already checked) → the record as a dict; None if they do
+        not decode to this record."""
         raw = self._open_sealed(body, kid) if sensitive else body
         try:
             rec = msgpack.unpackb(raw, raw=False)
-            core, meta = rec["core"], rec["meta"]
-            claimed = rec["integrity"]["checksum"]
-            ident = {"core": core, "created_at": meta["created_at"],
-                     "created_by": meta["created_by"]}
-            real_id = "K-" + hashlib.sha256(canonical_packb(ident)).hexdigest()
-            real_sum = "sha256:" + hashlib.sha256(
-                canonical_packb({"core": core, "meta": meta})).hexdigest()
-        except (ValueError, KeyError, TypeError, msgpack.UnpackException) as exc:
-            raise IntegrityError(f"stored record {kid} is unreadable: {exc}") from exc
-        if rec.get("knowledge_id") != kid or claimed != checksum:
-            raise IntegrityError(f"stored record {kid} does not match its row")
-        if real_id != kid or real_sum != checksum:
-            raise IntegrityError(f"stored record {kid} does not match its content")
-        logged = self._q("SELECT details FROM changes WHERE knowledge_id=? AND op='put'",
-                         (kid,))
-        if not any(_logged_sum(d) == checksum for (d,) in logged):
-            raise IntegrityError(f"stored record {kid} has no matching change-log entry")
-        return dict(rec)
+        except (ValueError, msgpack.UnpackException):
+            return None
+        return rec if isinstance(rec, dict) and rec.get("knowledge_id") == kid else None
 
     def _open_sealed(self, body: bytes, kid: str) -> bytes:
         """Decrypt a sensitive body (AES-GCM): imported only when one is actually shown."""
@@ -202,27 +214,45 @@ class FastReader:
         opened: bytes = self._data_key.open(body, kid.encode())
         return opened
 
-    def _record(self, row: Sequence[Any]) -> FastRecord:
-        kid, weight, body, checksum, sensitive = row
-        rec = self._decode(kid, body, checksum, bool(sensitive))
+    def _record(self, row: Sequence[Any]) -> FastRecord | None:
+        values, body = row[:-2], row[-2]
+        weight, sensitive = values[_WEIGHT], bool(values[_SENSITIVE])
+        rec = self._decode(body, values[0], sensitive)
+        if rec is None:
+            return None
         ext = rec.get("vendor_extensions") or {}
         kind = ext.get("x-kind")
         return FastRecord(
-            kid, str(rec["type"]), str((rec["meta"].get("project_scope") or ["*"])[0]),
+            values[0], str(rec["type"]), str((rec["meta"].get("project_scope") or ["*"])[0]),
             float(weight), _redacted_text(rec) if sensitive else _text(rec),
-            kind if isinstance(kind, str) else None, bool(sensitive),
+            kind if isinstance(kind, str) else None, sensitive,
         )
 
-    def _records(self, kids: Sequence[str], weights: dict[str, float] | None = None
+    def _records(self, kids: Sequence[str], scopes: Sequence[str], now: float, *,
+                 kinds: Sequence[str] | None = None, sensitive: bool = True,
                  ) -> list[FastRecord]:
-        """Bodies of ``kids`` in that order (only those still stored with content)."""
+        """Bodies of ``kids`` in that order: only rows whose seal verifies and whose sealed
+        columns pass the query's filter again (active, unexpired, in ``scopes`` or global,
+        of ``kinds``): the SQL that found them read index rows nothing signs."""
         if not kids:
             return []
         rows = self._q(
-            "SELECT knowledge_id, weight, body, checksum, sensitive FROM records "
+            f"SELECT {_SEALED_COLS}, body, seal FROM records "
             f"WHERE knowledge_id IN ({_marks(len(kids))}) AND body IS NOT NULL", list(kids))
-        by_id = {r[0]: r for r in rows}
-        return [self._record(by_id[k]) for k in kids if k in by_id]
+        wanted = {*scopes, GLOBAL} if scopes else None
+        rows = [r for r in rows if self._sealer.check(r[:-2], r[-2], r[-1])  # else edited
+                and _passes(r[:-2], wanted, now, kinds, sensitive)]
+        # The change each row says it is the latest state of must be in the log, for this
+        # record: one indexed lookup for all, instead of the chain walk a hook cannot pay.
+        seqs = [r[_CHAIN_SEQ] for r in rows]
+        logged = dict(self._q(f"SELECT seq, knowledge_id FROM changes WHERE seq IN "
+                              f"({_marks(len(seqs))})", seqs)) if seqs else {}
+        by_id: dict[str, FastRecord] = {}
+        for row in rows:
+            found = self._record(row) if logged.get(row[_CHAIN_SEQ]) == row[0] else None
+            if found is not None:
+                by_id[found.knowledge_id] = found
+        return [by_id[k] for k in kids if k in by_id]
 
     # ------------------------------------------------------------------ queries
 
@@ -269,7 +299,8 @@ class FastReader:
         if kinds:
             kind_sql = f" AND r.kind IN ({_marks(len(kinds))})"
             params.extend(kinds)
-        params.extend([time.time() if now is None else now, limit])
+        moment = time.time() if now is None else now
+        params.extend([moment, limit])
         rows = self._q(
             f"SELECT r.knowledge_id FROM records r {index}"
             " WHERE r.lifecycle='active' AND r.sensitive=0"
@@ -277,7 +308,8 @@ class FastReader:
             f" WHERE s.scope IN ({_marks(len(wanted))})){kind_sql}"
             " AND (r.expires_at IS NULL OR r.expires_at > ?)"
             " ORDER BY r.weight DESC, r.created_at DESC, r.knowledge_id LIMIT ?", params)
-        return self._records([r[0] for r in rows])
+        return self._records([r[0] for r in rows], scopes, moment, kinds=kinds,
+                             sensitive=False)
 
     def term_doc_freq(self, terms: Sequence[str]) -> tuple[dict[str, int], int]:
         if not terms:
@@ -398,15 +430,27 @@ class FastReader:
                                  weight=weight)
             scored.append((score, cand.knowledge_id))
         scored.sort(key=lambda sc: (-sc[0], sc[1]))
-        return self._records([kid for _s, kid in scored[:k]])
+        return self._records([kid for _s, kid in scored[:k]], scopes, now)
 
 
-def _logged_sum(details: bytes) -> object:
-    try:
-        value = msgpack.unpackb(details, raw=False)
-    except (ValueError, msgpack.UnpackException):
-        return None
-    return value.get("checksum") if isinstance(value, dict) else None
+_SEALED_COLS = ", ".join(SEALED)
+_LIFECYCLE, _EXPIRES, _SENSITIVE, _WEIGHT, _KIND, _CHAIN_SEQ = (
+    SEALED.index(c)
+    for c in ("lifecycle", "expires_at", "sensitive", "weight", "kind", "chain_seq"))
+
+
+def _passes(values: Sequence[Any], scopes: set[str] | None, now: float,
+            kinds: Sequence[str] | None, sensitive: bool) -> bool:
+    """The fast reader's filter (active, unexpired, scopes, kinds, sensitivity) over a
+    row's sealed columns: ``admit.admits`` for the conditions this reader uses."""
+    expires = values[_EXPIRES]
+    return (
+        values[_LIFECYCLE] == "active"
+        and (expires is None or expires > now)
+        and (sensitive or not values[_SENSITIVE])
+        and (kinds is None or values[_KIND] in kinds)
+        and (scopes is None or any(s in scopes for s in row_scopes(values)))
+    )
 
 
 def _text(rec: dict[str, Any]) -> str:

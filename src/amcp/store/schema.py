@@ -152,14 +152,31 @@ MIGRATIONS: tuple[str, ...] = (
     );
     INSERT OR REPLACE INTO store_meta(key, value) VALUES ('backfill.links', 'pending');
     """,
+    # 9: row seals (amcp.store.rowseal): the sealed scopes and envelope columns and each
+    # row's HMAC seal; the signed head gains the row count and set digest. SQLite cannot
+    # compute them (the key is the node's), so SQLiteStore seals every row on open while
+    # the marker says so, in the backfill's own transaction (sqlite_seals.backfill_seals).
+    # The columns are added by ``_add_seal_columns`` (below), which skips those present.
+    """
+    INSERT OR REPLACE INTO store_meta(key, value) VALUES ('backfill.seals', 'pending');
+    """,
 )
 
 # Python run after a migration's SQL, in the same transaction: a backfill that needs what
 # SQL cannot do (tokens of the stored text), so a crash never leaves a migrated store with
 # its new tables empty.
+def _add_seal_columns(db: sqlite3.Connection) -> None:
+    """Migration 9's columns, each unless present (ALTER TABLE has no IF NOT EXISTS)."""
+    have = {row[1] for row in db.execute("PRAGMA table_info(records)")}
+    for name, kind in (("scopes", "TEXT"), ("envelope", "TEXT"), ("seal", "BLOB")):
+        if name not in have:
+            db.execute(f"ALTER TABLE records ADD COLUMN {name} {kind}")
+
+
 BACKFILLS: dict[int, Callable[[sqlite3.Connection], None]] = {
     6: termstats.backfill,
     7: termpeaks.backfill,
+    9: _add_seal_columns,
 }
 
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -176,13 +193,23 @@ def migrate(db: sqlite3.Connection) -> int:
     Raises ValueError for a store newer than this code, and sqlite3.Error (message naming
     the migration) when one fails — that migration is rolled back, earlier ones stay.
     """
-    version = int(db.execute("PRAGMA user_version").fetchone()[0])
-    if version > SCHEMA_VERSION:
-        raise ValueError(
-            f"has schema v{version}; this amcp knows up to v{SCHEMA_VERSION} — upgrade amcp"
-        )
-    for number in range(version, SCHEMA_VERSION):
+    first = int(db.execute("PRAGMA user_version").fetchone()[0])
+    if first == SCHEMA_VERSION:
+        return first  # versions only grow: nothing to do, and no write lock taken
+    while True:
+        # The version is read inside the write transaction: several processes opening a new
+        # store at once each see the migrations the others have already committed, instead
+        # of all applying migration 1 ("table records already exists").
         db.execute("BEGIN IMMEDIATE")
+        number = int(db.execute("PRAGMA user_version").fetchone()[0])
+        if number > SCHEMA_VERSION:
+            db.execute("ROLLBACK")
+            raise ValueError(
+                f"has schema v{number}; this amcp knows up to v{SCHEMA_VERSION} — upgrade amcp"
+            )
+        if number == SCHEMA_VERSION:
+            db.execute("COMMIT")
+            return first
         try:
             for statement in split_sql(MIGRATIONS[number]):
                 db.execute(statement)
@@ -196,4 +223,3 @@ def migrate(db: sqlite3.Connection) -> int:
         except BaseException:  # a backfill interrupted: nothing of this migration stays
             db.execute("ROLLBACK")
             raise
-    return version

@@ -8,6 +8,8 @@ edited behind our back is refused before anything is read from it.
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import sqlite3
 import threading
 import time
@@ -31,9 +33,12 @@ from amcp.errors import (
     IntegrityError,
     NotFoundError,
     StoreError,
+    StoreIntegrityError,
 )
-from amcp.keyring import Keyring
+from amcp.keyring import Keyring, Witness
+from amcp.store import sqlite_rows as col
 from amcp.store import termpeaks, termstats
+from amcp.store.admit import admits, scopes_text
 from amcp.store.base import (
     ChangeOp,
     IntegrityReport,
@@ -43,21 +48,30 @@ from amcp.store.base import (
     StoredRecord,
     stored_record,
 )
-from amcp.store.chain import link_hash
+from amcp.store.chain import EMPTY_HEAD, GENESIS, link_hash, sign_head
+from amcp.store.rowseal import Sealer
 from amcp.store.schema import migrate
 from amcp.store.sqlfilter import where_clause
 from amcp.store.sqlite_access import AccessStats
 from amcp.store.sqlite_changes import ChangeLog
 from amcp.store.sqlite_derived import EVENTS_SQL, LINKS_SQL, backfill, event_rows, link_rows
-from amcp.store.sqlite_index import STATE_COLS, IndexReads
+from amcp.store.sqlite_index import IndexReads
+from amcp.store.sqlite_rows import INSERT_SEALED, ROW_COLS, UPDATE_SEALED
+from amcp.store.sqlite_seals import backfill_seals
 from amcp.store.walwatch import WalWatch
 
 if TYPE_CHECKING:
     import numpy as np
 
+log = logging.getLogger(__name__)
+
 _DECODED_CACHE = 20_000  # decoded records kept; ~2 KB each
 _HOT_ROWS = 4096  # rows of records read by id lately (SQLiteStore._row_by_id)
 _IN_CHUNK = 500  # ids per "IN (...)" lookup: below SQLite's default 999 bound parameters
+
+
+_FILE_MODE = 0o600  # store files hold memories: readable by their owner only
+_DIR_MODE = 0o700
 
 
 def _connect(path: Path, timeout_s: float) -> sqlite3.Connection:
@@ -66,12 +80,26 @@ def _connect(path: Path, timeout_s: float) -> sqlite3.Connection:
     return conn
 
 
+def _restrict(path: Path) -> None:
+    """0600 for the store file and its WAL and shared-memory files (those SQLite creates with
+    the process umask, 0644 by default), where the file system lets us."""
+    for name in (path, Path(f"{path}-wal"), Path(f"{path}-shm")):
+        with contextlib.suppress(OSError):
+            if name.exists() and name.stat().st_mode & 0o077:
+                name.chmod(_FILE_MODE)
+
+
 # Built once: sqlite3 looks statements up by their text, and an f-string per read would
 # build and hash this text again every time.
-_GET_BY_ID = f"SELECT {STATE_COLS} FROM records r WHERE r.knowledge_id=?"
+_GET_BY_ID = f"SELECT {ROW_COLS} FROM records r WHERE r.knowledge_id=?"
+
 
 class SQLiteStore(ChangeLog, IndexReads, AccessStats):
-    """``Store`` over a single SQLite file. Thread-safe through one re-entrant lock."""
+    """``Store`` over a single SQLite file. Thread-safe through one re-entrant lock.
+
+    Reads serve only rows whose seal verifies (``rowseal``) and records whose body matches
+    its id, checksum and envelope; anything else is quarantined — left out of every answer
+    and listed by ``quarantined()`` — while the rest of the store is served as usual."""
 
     def __init__(
         self,
@@ -86,7 +114,9 @@ class SQLiteStore(ChangeLog, IndexReads, AccessStats):
         self._lock = threading.RLock()
         self._depth = 0
         self._dirty_head = False
-        self._decoded: OrderedDict[tuple[str, str], AMFRecord] = OrderedDict()
+        self._head_delta = (0, 0)
+        self._quarantine: dict[str, str] = {}
+        self._decoded: OrderedDict[tuple[str, bytes], AMFRecord] = OrderedDict()
         self._hot_rows: dict[str, Any] = {}
         self._cached_at: tuple[object, int] = (None, -1)  # see _caches_current
         self._wal_watch: WalWatch | None = None
@@ -94,7 +124,8 @@ class SQLiteStore(ChangeLog, IndexReads, AccessStats):
         self._rowid_of = {}
         self._init_access()
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            if not self.path.parent.is_dir():
+                self.path.parent.mkdir(parents=True, exist_ok=True, mode=_DIR_MODE)
             self._db = _connect(self.path, lock_timeout_s)
             mode = self._db.execute("PRAGMA journal_mode=WAL").fetchone()[0]
             # NORMAL in WAL mode survives a killed process (only power loss can lose the
@@ -102,7 +133,7 @@ class SQLiteStore(ChangeLog, IndexReads, AccessStats):
             self._db.execute("PRAGMA synchronous=NORMAL")
             # quick_check is O(file size) (~70 ms at 10k records): part of the full check on
             # open; a reader that opted out (a per-prompt hook) still gets "not a database"
-            # from the first statement and checksum checks on every record it decodes.
+            # from the first statement and every row's seal checked when it is read.
             ok = (
                 self._db.execute("PRAGMA quick_check").fetchone()[0]
                 if verify_on_open
@@ -114,38 +145,57 @@ class SQLiteStore(ChangeLog, IndexReads, AccessStats):
             raise StoreError(f"{self.path} failed SQLite's integrity check: {ok}")
         if mode.lower() != "wal":
             raise StoreError(f"{self.path}: could not switch to WAL mode ({mode})")
-        self._migrate()
+        version = self._migrate()
         self.store_id = self._ensure_store_id()
+        self._sealer = Sealer(keyring.derive("row-seal"), self.store_id)
+        self._content_secret = keyring.derive("content-key")
+        with self._lock:
+            backfill_seals(self)
+            backfill(self, version)
         # After a write of ours: the -shm file and its header exist by now.
         self._wal_watch = WalWatch.open(self.path)
+        _restrict(self.path)
         if verify_on_open:
             report = self.verify(incremental=True)
             if not report.ok:
-                raise IntegrityError(
+                raise StoreIntegrityError(
                     f"{self.path} failed its integrity check: " + "; ".join(report.problems[:3])
+                    + " — run `amcp verify` for the whole report"
                 )
 
     # ------------------------------------------------------------------ lifecycle
 
-    def _migrate(self) -> None:
+    def _migrate(self) -> int:
         with self._lock:
             try:
-                version = migrate(self._db)
+                return migrate(self._db)
             except ValueError as exc:
                 raise StoreError(f"{self.path} {exc}") from exc
             except sqlite3.Error as exc:
                 raise StoreError(str(exc)) from exc
-            backfill(self, version)
 
     def _ensure_store_id(self) -> str:
+        """The store's id, created with its first signed head and witness under the write
+        lock: of several processes creating one store, the first makes them, the others
+        read them (a check before the lock is only a shortcut)."""
         existing = self.get_meta("store_id")
         if existing:
             return existing
-        store_id = uuid.uuid4().hex
         with self.atomic():
-            self.set_meta("store_id", store_id)
-            self.set_meta("node_key", public_key_text(self.keyring.signing_key.public_key()))
-        return store_id
+            existing = self.get_meta("store_id")
+            if existing:
+                return existing
+            self.store_id = uuid.uuid4().hex
+            self._upsert_meta("store_id", self.store_id)
+            self._upsert_meta("node_key", public_key_text(self.keyring.signing_key.public_key()))
+            self._upsert_meta(
+                "chain_head", sign_head(self.keyring.signing_key, self.store_id, EMPTY_HEAD)
+            )
+            # The empty head is witnessed before the commit that says it is, so no reader
+            # ever finds a store that claims a witness which does not exist yet.
+            self.keyring.write_witness(self.store_id, Witness(0, GENESIS))
+            self._upsert_meta("witnessed", "1")
+        return self.store_id
 
     def close(self) -> None:
         self._stop_flusher()  # first: it takes the lock to write, and the lock closes the db
@@ -171,27 +221,47 @@ class SQLiteStore(ChangeLog, IndexReads, AccessStats):
             except sqlite3.OperationalError as exc:
                 raise StoreError(f"store is locked by another writer ({exc})") from exc
             self._depth += 1
+            delta = self._head_delta  # what a rolled-back savepoint must give back
             try:
                 yield
             except BaseException:
                 self._depth -= 1
                 if outermost:
-                    self._db.execute("ROLLBACK")
-                    self._dirty_head = False
+                    self._rollback()
                 else:
                     self._db.execute(f"ROLLBACK TO sp{self._depth}")
                     self._db.execute(f"RELEASE sp{self._depth}")
+                    self._head_delta = delta
                 raise
             self._depth -= 1
-            if outermost:
-                if self._dirty_head:
-                    self._sign_head()
-                self._db.execute("COMMIT")
-                if self._dirty_head:
-                    self._dirty_head = False
-                    self._write_witness()
-            else:
+            if not outermost:
                 self._db.execute(f"RELEASE sp{self._depth}")
+                return
+            self._commit()
+
+    def _commit(self) -> None:
+        """Sign the head and COMMIT; on any failure roll back, so the connection is never
+        left inside BEGIN IMMEDIATE (where the next write would report "locked")."""
+        dirty = self._dirty_head
+        try:
+            if dirty:
+                self._sign_head()
+            self._db.execute("COMMIT")
+        except BaseException as exc:
+            self._rollback()
+            if isinstance(exc, sqlite3.Error):
+                raise StoreError(f"the write was not committed: {exc}") from exc
+            raise
+        if dirty:
+            self._dirty_head = False
+            self._write_witness()
+
+    def _rollback(self) -> None:
+        self._dirty_head = False
+        self._head_delta = (0, 0)
+        if self._db.in_transaction:
+            with contextlib.suppress(sqlite3.Error):
+                self._db.execute("ROLLBACK")
 
     # ------------------------------------------------------------------ writes
 
@@ -212,6 +282,11 @@ class SQLiteStore(ChangeLog, IndexReads, AccessStats):
         )
         return self.put_many([item])[0]
 
+    def content_key(self, record: AMFRecord) -> str:
+        """The dedup key of ``record`` in this store: keyed, so the stored column cannot be
+        used to confirm a guessed statement (``amcp.amf.ids.content_key``)."""
+        return content_key(record, self._content_secret)
+
     def put_many(self, items: Sequence[PutItem]) -> list[PutResult]:
         """Store records in one transaction with one statement per table.
 
@@ -225,120 +300,115 @@ class SQLiteStore(ChangeLog, IndexReads, AccessStats):
             seq, prev = self._last_change()
             top = self._db.execute("SELECT COALESCE(MAX(rowid), 0) FROM records").fetchone()
             rowid = int(top[0])
-            records: list[tuple[Any, ...]] = []
-            changes: list[tuple[Any, ...]] = []
-            scopes: list[tuple[int, str]] = []
-            tags: list[tuple[int, str]] = []
-            events: list[tuple[int, str]] = []
-            links: list[tuple[int, str, str]] = []
-            lexical: list[tuple[int, str, str]] = []
-            vectors: list[tuple[int, bytes]] = []
+            batch = _Batch()
             counts = termstats.Deltas()  # per-scope term statistics of the active ones
             now = time.time()
             for item in items:
                 record = item.record
                 kid = record.knowledge_id
                 checksum = record.integrity.checksum
-                row = known.get(kid)
-                if row is not None:
-                    if row[1] == Lifecycle.PURGED:
-                        raise GoneError(f"{kid} was purged and cannot be stored again")
-                    if row[0] == checksum:
-                        results.append(PutResult(kid, created=False, hlc=row[2], rowid=row[3]))
-                        continue
-                    raise ConflictError(
-                        f"{kid} already exists with different content; write a new record "
-                        "that supersedes it"
-                    )
-                body = canonical_packb(record.to_dict())
-                if item.sensitive:
-                    body = self.keyring.seal(body, kid.encode())
-                details = {
-                    "checksum": checksum,
-                    "type": record.type.value,
-                    "scopes": list(record.meta.project_scope),
-                    "lifecycle": item.lifecycle.value,
-                }
+                found = known.get(kid)
+                if found is not None:
+                    results.append(_rewrite_result(kid, checksum, found))
+                    continue
                 seq += 1
                 rowid += 1
-                prev = link_hash(prev, seq, item.hlc, ChangeOp.PUT.value, kid, details)
-                changes.append(
-                    (seq, item.hlc, ChangeOp.PUT.value, kid, canonical_packb(details), prev)
-                )
-                records.append(
-                    (
-                        rowid,
-                        kid,
-                        record.type.value,
-                        record.kind,
-                        record.core.subject,
-                        record.meta.created_at,
-                        record.meta.created_by,
-                        item.lifecycle.value,
-                        item.hlc,
-                        item.expires_at,
-                        int(item.sensitive),
-                        checksum,
-                        content_key(record),
-                        body,
-                        now,
-                        seq,
-                    )
-                )
-                scopes.extend((rowid, s) for s in record.meta.project_scope)
-                tags.extend((rowid, t) for t in record.tags)
-                events.extend(event_rows(rowid, record))
-                links.extend(link_rows(rowid, record))
-                if item.index_text or item.index_context:
-                    lexical.append((rowid, item.index_text or "", item.index_context or ""))
-                    if item.lifecycle is Lifecycle.ACTIVE:
-                        counts.add(
+                prev = self._stage_put(batch, item, rowid, seq, prev, now)
+                if (item.index_text or item.index_context) and (
+                    item.lifecycle is Lifecycle.ACTIVE
+                ):
+                    counts.add(
                             record.meta.project_scope, item.index_text or "",
                             item.index_context or "", +1,
                         )
-                if item.vector is not None:
-                    vectors.append((rowid, _vector_bytes(item.vector)))
                 # A second copy later in the same batch is a re-write of this one.
                 known[kid] = (checksum, item.lifecycle.value, item.hlc, rowid)
                 results.append(PutResult(kid, created=True, hlc=item.hlc, rowid=rowid))
-            if not records:
-                return results
-            db = self._db
-            db.executemany(
-                "INSERT INTO changes(seq, hlc, op, knowledge_id, details, hash) "
-                "VALUES (?,?,?,?,?,?)",
-                changes,
-            )
-            self._dirty_head = True
-            db.executemany(
-                "INSERT INTO records(rowid, knowledge_id, type, kind, subject, created_at,"
-                " created_by, lifecycle, hlc, expires_at, sensitive, checksum, content_key, body,"
-                " stored_at, chain_seq) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                records,
-            )
-            db.executemany("INSERT OR IGNORE INTO record_scopes(rid, scope) VALUES (?,?)", scopes)
-            db.executemany("INSERT OR IGNORE INTO record_tags(rid, tag) VALUES (?,?)", tags)
-            db.executemany(EVENTS_SQL, events)
-            db.executemany(LINKS_SQL, links)
-            db.executemany("INSERT INTO records_fts(rowid, terms, context) VALUES (?,?,?)", lexical)
-            termpeaks.count((t, c) for _r, t, c in lexical).apply(db)
-            db.executemany("INSERT INTO vectors(rowid, vec) VALUES (?,?)", vectors)
-            counts.apply(db)
+            if batch.records:
+                batch.write(self._db)
+                self._dirty_head = True
+                counts.apply(self._db)
         return results
 
+    def _stage_put(
+        self, batch: _Batch, item: PutItem, rowid: int, seq: int, prev: str, now: float
+    ) -> str:
+        """Add one new record's rows to ``batch``; returns its change's chain hash."""
+        record = item.record
+        kid = record.knowledge_id
+        body = canonical_packb(record.to_dict())
+        if item.sensitive:
+            body = self.keyring.seal(body, kid.encode())
+        details: dict[str, Any] = {
+            "checksum": record.integrity.checksum,
+            "type": record.type.value,
+            "scopes": list(record.meta.project_scope),
+            "lifecycle": item.lifecycle.value,
+        }
+        if record.integrity.envelope is not None:
+            details["envelope"] = record.integrity.envelope
+        digest = link_hash(prev, seq, item.hlc, ChangeOp.PUT.value, kid, details)
+        batch.changes.append(
+            (seq, item.hlc, ChangeOp.PUT.value, kid, canonical_packb(details), digest)
+        )
+        values = (
+            kid, record.type.value, record.kind, record.core.subject, record.meta.created_at,
+            record.meta.created_by, scopes_text(record.meta.project_scope),
+            item.lifecycle.value, item.hlc, None, None, item.expires_at, int(item.sensitive),
+            0.5, record.integrity.checksum, record.integrity.envelope,
+            self.content_key(record), now, seq,
+        )
+        seal = self._sealer.seal(values, body)
+        self._resealed(None, seal, rows=1)
+        batch.records.append((rowid, *values, body, seal))
+        batch.scopes.extend((rowid, s) for s in record.meta.project_scope)
+        batch.tags.extend((rowid, t) for t in record.tags)
+        batch.events.extend(event_rows(rowid, record))
+        batch.links.extend(link_rows(rowid, record))
+        if item.index_text or item.index_context:
+            batch.lexical.append((rowid, item.index_text or "", item.index_context or ""))
+        if item.vector is not None:
+            batch.vectors.append((rowid, _vector_bytes(item.vector)))
+        return digest
+
     def _known(self, knowledge_ids: list[str]) -> dict[str, tuple[Any, ...]]:
-        """(checksum, lifecycle, hlc, rowid) of those ids already stored."""
+        """(checksum, lifecycle, hlc, rowid) of those ids already stored, from rows whose
+        seal verifies: a write decision is never taken on a column nothing checks."""
         found: dict[str, tuple[Any, ...]] = {}
         for start in range(0, len(knowledge_ids), _IN_CHUNK):
             chunk = knowledge_ids[start : start + _IN_CHUNK]
             marks = ",".join("?" * len(chunk))
-            for kid, *rest in self._db.execute(
-                "SELECT knowledge_id, checksum, lifecycle, hlc, rowid FROM records"
-                f" WHERE knowledge_id IN ({marks})",
-                chunk,
+            for row in self._db.execute(
+                f"SELECT {ROW_COLS} FROM records r WHERE r.knowledge_id IN ({marks})", chunk
             ):
-                found[kid] = tuple(rest)
+                kid = row[col.KID]
+                if not self._verified(row):
+                    raise StoreIntegrityError(
+                        f"stored record {kid} failed verification and is quarantined: "
+                        f"{self._quarantine.get(kid, '')}; run `amcp verify`"
+                    )
+                found[kid] = (row[col.CHECKSUM], row[col.LIFECYCLE], row[col.HLC], row[col.ROWID])
         return found
+
+    def _live_row(self, knowledge_id: str, *, allow_purged: bool = False) -> Any:
+        """The verified row of ``knowledge_id`` for a state change (call in a transaction)."""
+        row = self._db.execute(_GET_BY_ID, (knowledge_id,)).fetchone()
+        if row is None:
+            raise NotFoundError(f"no record {knowledge_id}")
+        if not self._verified(row):
+            raise StoreIntegrityError(
+                f"stored record {knowledge_id} failed verification and is quarantined: "
+                f"{self._quarantine.get(knowledge_id, '')}; run `amcp verify`"
+            )
+        if row[col.LIFECYCLE] == Lifecycle.PURGED and not allow_purged:
+            raise GoneError(f"{knowledge_id} was purged")
+        return row
+
+    def _rewrite(self, row: Any, values: list[Any], body: bytes | None) -> None:
+        """Write a row's new sealed columns and body with their new seal."""
+        seal = self._sealer.seal(values, body)
+        self._db.execute(UPDATE_SEALED, (*values[1:], body, seal, row[col.ROWID]))
+        self._resealed(row[col.SEAL], seal)
 
     def set_state(
         self,
@@ -351,9 +421,10 @@ class SQLiteStore(ChangeLog, IndexReads, AccessStats):
         superseded_by: str | None = None,
     ) -> None:
         with self.atomic():
-            rowid = self._require_live(knowledge_id)
+            row = self._live_row(knowledge_id)
+            rowid = row[col.ROWID]
             active = lifecycle is Lifecycle.ACTIVE
-            if self._is_active(rowid) != active:
+            if (row[col.LIFECYCLE] == Lifecycle.ACTIVE) != active:
                 # Leaving (or re-entering) the active set leaves (re-enters) its scopes' counts.
                 termstats.count_rows(self._db, [rowid], +1 if active else -1)
             details = {
@@ -361,134 +432,183 @@ class SQLiteStore(ChangeLog, IndexReads, AccessStats):
                 "reason": reason,
                 "superseded_by": superseded_by,
             }
-            self._append_change(op, knowledge_id, hlc, details)
-            self._db.execute(
-                "UPDATE records SET lifecycle=?, hlc=?, reason=COALESCE(?, reason),"
-                " superseded_by=COALESCE(?, superseded_by) WHERE knowledge_id=?",
-                (lifecycle.value, hlc, reason, superseded_by, knowledge_id),
-            )
+            seq = self._append_change(op, knowledge_id, hlc, details)
+            values = list(row[col.FACTS])
+            values[col.LIFECYCLE - 1] = lifecycle.value
+            values[col.HLC - 1] = hlc
+            if reason is not None:
+                values[col.REASON - 1] = reason
+            if superseded_by is not None:
+                values[col.SUPERSEDED_BY - 1] = superseded_by
+            values[col.CHAIN_SEQ - 1] = seq
+            self._rewrite(row, values, row[col.BODY])
 
     def due_for_expiry(self, now: float, limit: int = 1000) -> list[str]:
         with self._lock:
             rows = self._db.execute(
                 # INDEXED BY: the planner otherwise walks every active record via the
                 # lifecycle index, while the partial expiry index holds only TTL'd ones.
-                "SELECT knowledge_id FROM records INDEXED BY records_expires"
+                f"SELECT {ROW_COLS} FROM records r INDEXED BY records_expires"
                 " WHERE expires_at IS NOT NULL AND expires_at <= ? AND lifecycle='active' LIMIT ?",
                 (now, limit),
             ).fetchall()
-        return [r[0] for r in rows]
+            return [row[col.KID] for row in rows if self._verified(row)]
 
     def find_same_content(self, record: AMFRecord) -> StoredRecord | None:
         """A live (active) record saying exactly what ``record`` says, if any."""
         with self._lock:
-            row = self._db.execute(
-                f"SELECT {STATE_COLS} FROM records r WHERE r.content_key=? "
-                "AND r.lifecycle='active' ORDER BY r.rowid LIMIT 1",
-                (content_key(record),),
-            ).fetchone()
-        return self._decode(row) if row else None
+            rows = self._db.execute(
+                f"SELECT {ROW_COLS} FROM records r WHERE r.content_key=? "
+                "AND r.lifecycle='active' ORDER BY r.rowid LIMIT 4",
+                (self.content_key(record),),
+            ).fetchall()
+        for row in rows:
+            found = self._decode(row)
+            if found is not None and found.state.lifecycle is Lifecycle.ACTIVE:
+                return found
+        return None
 
     def put_tombstone(self, knowledge_id: str, *, hlc: int, reason: str | None = None) -> bool:
         """Record that ``knowledge_id`` was purged elsewhere, so it can never arrive later.
 
         Returns False when the id is already a tombstone here."""
         with self.atomic():
-            row = self._db.execute(
-                "SELECT lifecycle FROM records WHERE knowledge_id=?", (knowledge_id,)
-            ).fetchone()
+            row = self._db.execute(_GET_BY_ID, (knowledge_id,)).fetchone()
             if row is not None:
-                if row[0] == Lifecycle.PURGED:
+                if row[col.LIFECYCLE] == Lifecycle.PURGED and self._verified(row):
                     return False
                 self.purge(knowledge_id, hlc=hlc, reason=reason)
                 return True
             seq = self._append_change(ChangeOp.PURGE, knowledge_id, hlc, {"reason": reason})
-            self._db.execute(
-                "INSERT INTO records(knowledge_id, type, lifecycle, hlc, reason, stored_at,"
-                " chain_seq) VALUES (?, 'KT-FACT', 'purged', ?, ?, ?, ?)",
-                (knowledge_id, hlc, reason, time.time(), seq),
+            values = (
+                knowledge_id, "KT-FACT", None, None, None, None, None, Lifecycle.PURGED.value,
+                hlc, None, reason, None, 0, 0.5, None, None, None, time.time(), seq,
             )
+            seal = self._sealer.seal(values, None)
+            self._db.execute(INSERT_SEALED, (None, *values, None, seal))
+            self._resealed(None, seal, rows=1)
         return True
 
     def purge(self, knowledge_id: str, *, hlc: int, reason: str | None = None) -> None:
         with self.atomic():
-            rowid = self._require_live(knowledge_id, allow_purged=True)
-            if self._is_active(rowid):
+            row = self._live_row(knowledge_id, allow_purged=True)
+            rowid = row[col.ROWID]
+            if row[col.LIFECYCLE] == Lifecycle.ACTIVE:
                 termstats.count_rows(self._db, [rowid], -1)  # before its FTS row goes
-            self._append_change(ChangeOp.PURGE, knowledge_id, hlc, {"reason": reason})
-            self._db.execute(
-                "UPDATE records SET lifecycle='purged', hlc=?, reason=?, body=NULL, subject=NULL,"
-                " created_by=NULL, kind=NULL WHERE rowid=?",
-                (hlc, reason, rowid),
-            )
-            fts = self._db.execute(
-                "SELECT terms, context FROM records_fts WHERE rowid=?", (rowid,)
-            ).fetchone()
-            self._db.execute("DELETE FROM records_fts WHERE rowid=?", (rowid,))
-            if fts is not None:
-                termpeaks.forget_gone(self._db, *fts)
-            self._db.execute("DELETE FROM vectors WHERE rowid=?", (rowid,))
-            self._db.execute("DELETE FROM record_tags WHERE rid=?", (rowid,))
-            self._db.execute("DELETE FROM record_events WHERE rid=?", (rowid,))
-            self._db.execute("DELETE FROM record_links WHERE rid=?", (rowid,))
-            self._db.execute("DELETE FROM access_daily WHERE rid=?", (rowid,))
+            seq = self._append_change(ChangeOp.PURGE, knowledge_id, hlc, {"reason": reason})
+            values = list(row[col.FACTS])
+            for at, value in (
+                (col.LIFECYCLE, Lifecycle.PURGED.value), (col.HLC, hlc), (col.REASON, reason),
+                (col.SUBJECT, None), (col.CREATED_BY, None), (col.KIND, None),
+                (col.CONTENT_KEY, None), (col.CHAIN_SEQ, seq),
+            ):
+                values[at - 1] = value
+            self._rewrite(row, values, None)
+            self._drop_derived(rowid)
             self._drop_access(knowledge_id)
 
-    def _require_live(self, knowledge_id: str, *, allow_purged: bool = False) -> int:
-        row = self._db.execute(
-            "SELECT rowid, lifecycle FROM records WHERE knowledge_id=?", (knowledge_id,)
+    def _drop_derived(self, rowid: int) -> None:
+        """Delete a purged record's index rows (lexical, vector, tags, events, links,
+        access days); its scopes stay, for the tombstone's visibility."""
+        fts = self._db.execute(
+            "SELECT terms, context FROM records_fts WHERE rowid=?", (rowid,)
         ).fetchone()
-        if row is None:
-            raise NotFoundError(f"no record {knowledge_id}")
-        if row[1] == Lifecycle.PURGED and not allow_purged:
-            raise GoneError(f"{knowledge_id} was purged")
-        return int(row[0])
-
-    def _is_active(self, rowid: int) -> bool:
-        row = self._db.execute("SELECT lifecycle FROM records WHERE rowid=?", (rowid,)).fetchone()
-        return bool(row[0] == Lifecycle.ACTIVE)
+        self._db.execute("DELETE FROM records_fts WHERE rowid=?", (rowid,))
+        if fts is not None:
+            termpeaks.forget_gone(self._db, *fts)
+        for table in ("vectors WHERE rowid", "record_tags WHERE rid", "record_events WHERE rid",
+                      "record_links WHERE rid", "access_daily WHERE rid"):
+            self._db.execute(f"DELETE FROM {table}=?", (rowid,))
 
     def set_weight(self, knowledge_id: str, weight: float) -> None:
+        """A learned weight, logged (``ChangeOp.WEIGHT``) and sealed like any other state."""
         with self.atomic():
-            self._require_live(knowledge_id)
-            self._db.execute(
-                "UPDATE records SET weight=? WHERE knowledge_id=?", (weight, knowledge_id)
+            row = self._live_row(knowledge_id)
+            if row[col.WEIGHT] == float(weight):
+                return  # unchanged: nothing to log
+            seq = self._append_change(
+                ChangeOp.WEIGHT, knowledge_id, row[col.HLC], {"weight": float(weight)}
             )
+            values = list(row[col.FACTS])
+            values[col.WEIGHT - 1] = float(weight)
+            values[col.CHAIN_SEQ - 1] = seq
+            self._rewrite(row, values, row[col.BODY])
 
     # ------------------------------------------------------------------ reads
 
-    def _decode(self, row: Sequence[Any], *, full: bool = False) -> StoredRecord:
-        """Row → StoredRecord, refusing a body that does not match its id and checksum.
+    def quarantined(self) -> dict[str, str]:
+        """Records that failed verification, with why: left out of every answer."""
+        with self._lock:
+            return dict(self._quarantine)
 
-        Reads skip the Ed25519 signature check (signatures are verified when a record enters
-        the store, and the signed change log vouches for the checksum); ``full`` re-checks it.
-        Decoded non-sensitive records are cached by (id, checksum): content is immutable, so
-        the cache can only go stale by tampering, which open-time and uncached reads catch.
-        """
-        kid, sensitive, body, checksum = row[1], row[7], row[12], row[13]
-        state = self._state(*row[1:12])
+    def _quarantine_add(self, knowledge_id: str, reason: str) -> None:
+        with self._lock:
+            if knowledge_id not in self._quarantine:
+                log.warning("quarantined %s: %s", knowledge_id, reason)
+                self._quarantine[knowledge_id] = reason
+
+    def _verified(self, row: Sequence[Any]) -> bool:
+        """Whether a row may be served: not quarantined, and its seal verifies."""
+        kid = row[col.KID]
+        if kid in self._quarantine:
+            return False
+        if self._sealer.check(row[col.FACTS], row[col.BODY], row[col.SEAL]):
+            return True
+        self._quarantine_add(kid, "its row does not match its seal (changed outside amcp)")
+        return False
+
+    def _row_state(self, row: Sequence[Any]) -> Any:
+        return self._state(
+            row[col.KID], row[col.LIFECYCLE], row[col.HLC], row[col.SUPERSEDED_BY], row[col.REASON],
+            row[col.EXPIRES_AT], row[col.SENSITIVE], row[col.WEIGHT], row[col.ACCESS_COUNT],
+            row[col.LAST_ACCESS], row[col.STORED_AT],
+        )
+
+    def _decode(self, row: Sequence[Any], *, full: bool = False) -> StoredRecord | None:
+        """Row → StoredRecord, or None (quarantined) for a row whose seal does not verify or
+        whose body does not match its id, checksum and envelope.
+
+        The seal covers the body's bytes, so a cached decode (by id and seal) is as good as
+        a fresh one; a fresh decode also recomputes id, checksum and envelope from content.
+        Reads skip the Ed25519 signature (verified when the record entered the store);
+        ``full`` re-checks it."""
+        if not self._verified(row):
+            return None
+        kid, body = row[col.KID], row[col.BODY]
+        state = self._row_state(row)
         if body is None:
             return stored_record(kid, state, None)
+        key = (kid, row[col.SEAL])
         with self._lock:  # the node reads from a thread pool
-            cached = None if full else self._decoded.get((kid, checksum))
+            cached = None if full else self._decoded.get(key)
             if cached is not None:
-                self._decoded.move_to_end((kid, checksum))
+                self._decoded.move_to_end(key)
         if cached is not None:
             return stored_record(kid, state, cached)
-        raw = self.keyring.open(body, kid.encode()) if sensitive else body
         try:
-            record = AMFRecord.from_dict(msgpack.unpackb(raw, raw=False))
+            record = self._open_body(row, signature=full)
         except (ValueError, AmcpError, msgpack.UnpackException) as exc:
-            raise IntegrityError(f"stored record {kid} is unreadable: {exc}") from exc
-        if record.knowledge_id != kid or record.integrity.checksum != checksum:
-            raise IntegrityError(f"stored record {kid} does not match its row")
-        verify_integrity(record, signature=full)
-        if not sensitive and not full:
+            self._quarantine_add(kid, f"its body does not verify: {exc}")
+            return None
+        if not row[col.SENSITIVE] and not full:
             with self._lock:
-                self._decoded[(kid, checksum)] = record
+                self._decoded[key] = record
                 if len(self._decoded) > _DECODED_CACHE:
                     self._decoded.popitem(last=False)
         return stored_record(kid, state, record)
+
+    def _open_body(self, row: Sequence[Any], *, signature: bool) -> AMFRecord:
+        kid, body = row[col.KID], row[col.BODY]
+        raw = self.keyring.open(body, kid.encode()) if row[col.SENSITIVE] else body
+        record = AMFRecord.from_dict(msgpack.unpackb(raw, raw=False))
+        if (
+            record.knowledge_id != kid
+            or record.integrity.checksum != row[col.CHECKSUM]
+            or record.integrity.envelope != row[col.ENVELOPE]
+        ):
+            raise IntegrityError(f"stored record {kid} does not match its row")
+        verify_integrity(record, signature=signature)
+        return record
 
     def get(self, knowledge_id: str) -> StoredRecord | None:
         row = self._row_by_id(knowledge_id)
@@ -536,34 +656,45 @@ class SQLiteStore(ChangeLog, IndexReads, AccessStats):
 
     def get_many(self, knowledge_ids: Sequence[str]) -> list[StoredRecord]:
         """The records found among ``knowledge_ids``, in the order asked (one statement per
-        500 ids instead of one per id: a recall reads its k winners here)."""
+        500 ids instead of one per id: a recall reads its k winners here); quarantined ones
+        are left out."""
         if len(knowledge_ids) == 1:  # a read by id (the node's hottest request)
             row = self._row_by_id(knowledge_ids[0])
-            return [self._decode(row)] if row else []
+            found = self._decode(row) if row else None
+            return [found] if found is not None else []
         rows: dict[str, Sequence[Any]] = {}
         wanted = list(dict.fromkeys(knowledge_ids))
-        for start in range(0, len(wanted), 500):  # below SQLite's bound-parameter limit
-            chunk = wanted[start : start + 500]
+        for start in range(0, len(wanted), _IN_CHUNK):
+            chunk = wanted[start : start + _IN_CHUNK]
             with self._lock:
-                found = self._db.execute(
-                    f"SELECT {STATE_COLS} FROM records r WHERE r.knowledge_id IN "
+                got = self._db.execute(
+                    f"SELECT {ROW_COLS} FROM records r WHERE r.knowledge_id IN "
                     f"({','.join('?' * len(chunk))})",
                     chunk,
                 ).fetchall()
-            rows.update((row[1], row) for row in found)
-        return [self._decode(rows[kid]) for kid in knowledge_ids if kid in rows]
+            rows.update((row[col.KID], row) for row in got)
+        decoded = (self._decode(rows[kid]) for kid in knowledge_ids if kid in rows)
+        return [d for d in decoded if d is not None]
 
     def query(
         self, flt: RecordFilter, *, limit: int = 100, after: str | None = None
     ) -> list[StoredRecord]:
+        """Records passing ``flt`` in row order. The SQL filter narrows; each row is then
+        verified and re-checked against ``flt`` (``admit``), so an index row added behind
+        the node's back cannot admit a record."""
         where, params = where_clause(flt)
         if after is not None:
             where += " AND r.rowid > COALESCE((SELECT rowid FROM records WHERE knowledge_id=?), 0)"
             params.append(after)
-        sql = f"SELECT {STATE_COLS} FROM records r WHERE {where} ORDER BY r.rowid LIMIT ?"
+        sql = f"SELECT {ROW_COLS} FROM records r WHERE {where} ORDER BY r.rowid LIMIT ?"
         with self._lock:
             rows = self._db.execute(sql, [*params, limit]).fetchall()
-        return [self._decode(row) for row in rows]
+        out: list[StoredRecord] = []
+        for row in rows:
+            found = self._decode(row)
+            if found is not None and admits(flt, row[col.FACTS], found.record):
+                out.append(found)
+        return out
 
     # ------------------------------------------------------------------ metadata
 
@@ -589,24 +720,67 @@ class SQLiteStore(ChangeLog, IndexReads, AccessStats):
 
     def set_vector(self, knowledge_id: str, vector: np.ndarray) -> None:
         with self.atomic():
-            rowid = self._require_live(knowledge_id)
+            row = self._live_row(knowledge_id)
             self._db.execute(
                 "INSERT OR REPLACE INTO vectors(rowid, vec) VALUES (?,?)",
-                (rowid, _vector_bytes(vector)),
+                (row[col.ROWID], _vector_bytes(vector)),
             )
 
     # ------------------------------------------------------------------ integrity
 
     def verify(self, *, full: bool = False, incremental: bool = False) -> IntegrityReport:
-        """Walk the hash chain; check the signed head and the witness; with ``full``,
-        recompute every record's checksum and signature against its content and its log
-        entry; ``incremental`` (the check on open): resume after the last such check's mark.
-        See ``sqlite_verify``."""
+        """Walk the hash chain; check the signed head (row count and digest included) and
+        the witnesses; with ``full``, also every row against its seal and the log and every
+        body against its id, checksum, envelope and signature; ``incremental`` (the check on
+        open): resume the walk after the last such check's mark. See ``sqlite_verify``."""
         from amcp.store.sqlite_verify import verify_since_mark, verify_store
 
         if incremental and not full:
             return verify_since_mark(self)
         return verify_store(self, full=full)
+
+
+class _Batch:
+    """The rows one ``put_many`` inserts, table by table (one ``executemany`` each)."""
+
+    __slots__ = ("changes", "events", "lexical", "links", "records", "scopes", "tags", "vectors")
+
+    def __init__(self) -> None:
+        self.records: list[tuple[Any, ...]] = []
+        self.changes: list[tuple[Any, ...]] = []
+        self.scopes: list[tuple[int, str]] = []
+        self.tags: list[tuple[int, str]] = []
+        self.events: list[tuple[int, str]] = []
+        self.links: list[tuple[int, str, str]] = []
+        self.lexical: list[tuple[int, str, str]] = []
+        self.vectors: list[tuple[int, bytes]] = []
+
+    def write(self, db: sqlite3.Connection) -> None:
+        db.executemany(
+            "INSERT INTO changes(seq, hlc, op, knowledge_id, details, hash) VALUES (?,?,?,?,?,?)",
+            self.changes,
+        )
+        db.executemany(INSERT_SEALED, self.records)
+        db.executemany("INSERT OR IGNORE INTO record_scopes(rid, scope) VALUES (?,?)", self.scopes)
+        db.executemany("INSERT OR IGNORE INTO record_tags(rid, tag) VALUES (?,?)", self.tags)
+        db.executemany(EVENTS_SQL, self.events)
+        db.executemany(LINKS_SQL, self.links)
+        db.executemany(
+            "INSERT INTO records_fts(rowid, terms, context) VALUES (?,?,?)", self.lexical
+        )
+        termpeaks.count((t, c) for _r, t, c in self.lexical).apply(db)
+        db.executemany("INSERT INTO vectors(rowid, vec) VALUES (?,?)", self.vectors)
+
+
+def _rewrite_result(kid: str, checksum: str, found: tuple[Any, ...]) -> PutResult:
+    """A put of an id already stored: idempotent if identical, else 410 or 409."""
+    if found[1] == Lifecycle.PURGED:
+        raise GoneError(f"{kid} was purged and cannot be stored again")
+    if found[0] == checksum:
+        return PutResult(kid, created=False, hlc=found[2], rowid=found[3])
+    raise ConflictError(
+        f"{kid} already exists with different content; write a new record that supersedes it"
+    )
 
 
 def _vector_bytes(vector: np.ndarray) -> bytes:

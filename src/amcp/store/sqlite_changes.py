@@ -3,6 +3,7 @@ the head, and reading the feed sync consumes (a mixin; see ``chain.py`` for the 
 
 from __future__ import annotations
 
+import logging
 import sqlite3
 import threading
 from typing import Any
@@ -10,9 +11,13 @@ from typing import Any
 import msgpack
 
 from amcp.amf.canonical import canonical_packb
+from amcp.errors import StoreIntegrityError
 from amcp.keyring import Keyring, Witness
 from amcp.store.base import Change, ChangeOp
-from amcp.store.chain import GENESIS, link_hash, sign_head
+from amcp.store.chain import EMPTY_HEAD, GENESIS, Head, link_hash, read_head, sign_head
+from amcp.store.rowseal import MODULUS, as_int
+
+log = logging.getLogger(__name__)
 
 
 class ChangeLog:
@@ -22,6 +27,9 @@ class ChangeLog:
     store_id: str
     # Set by every append; the outermost commit signs and witnesses the head when it is.
     _dirty_head: bool
+    # Rows added and the change of the rows' set digest in the open transaction (rowseal):
+    # the outermost commit adds them to the signed head.
+    _head_delta: tuple[int, int]
 
     def _upsert_meta(self, key: str, value: str) -> None:  # provided by SQLiteStore
         raise NotImplementedError
@@ -44,15 +52,46 @@ class ChangeLog:
         self._dirty_head = True
         return seq
 
+    def _resealed(self, old: bytes | None, new: bytes | None, rows: int = 0) -> None:
+        """Account for one row's seal changing from ``old`` to ``new`` (None: no row), in
+        the head this transaction will sign."""
+        count, digest = self._head_delta
+        self._head_delta = (count + rows, (digest + as_int(new) - as_int(old)) % MODULUS)
+
+    def signed_head(self) -> Head:
+        """The head as last signed (verified), read inside the caller's snapshot; the empty
+        head for a store that has none yet. StoreIntegrityError if it does not verify."""
+        text = self.get_meta("chain_head")
+        if text is None:
+            return EMPTY_HEAD
+        try:
+            return read_head(self.keyring.signing_key.public_key(), self.store_id, text)
+        except ValueError as exc:
+            raise StoreIntegrityError(f"{exc}: the change log cannot be trusted") from exc
+
+    def get_meta(self, key: str) -> str | None:  # provided by SQLiteStore
+        raise NotImplementedError
+
     def _sign_head(self) -> None:
-        seq, head = self._last_change()
-        sig = sign_head(self.keyring.signing_key, self.store_id, seq, head)
+        """Sign the new head: the last change, and the signed row count and digest moved by
+        what this transaction did. Called inside the outermost transaction, so the previous
+        head it builds on is the one this transaction's snapshot holds (writers serialise)."""
+        seq, chain = self._last_change()
+        rows, digest = self._head_delta
+        head = self.signed_head().moved(seq, chain, rows, digest)
         # Still inside the outermost transaction (depth already unwound): write directly.
-        self._upsert_meta("chain_head", f"{seq} {head} {sig}")
+        self._upsert_meta("chain_head", sign_head(self.keyring.signing_key, self.store_id, head))
+        self._head_delta = (0, 0)
 
     def _write_witness(self) -> None:
-        seq, head = self._last_change()
-        self.keyring.write_witness(self.store_id, Witness(seq, head))
+        """Tell the witnesses about the committed head. Never fails the write it follows:
+        the write is committed, and a witness that lags only weakens rollback detection for
+        the latest commits (docs/store.md)."""
+        try:
+            seq, head = self._last_change()
+            self.keyring.write_witness(self.store_id, Witness(seq, head))
+        except (OSError, sqlite3.Error) as exc:
+            log.warning("could not update the witness of store %s: %s", self.store_id, exc)
 
     def changes(self, since_hlc: int = 0, limit: int = 1000) -> list[Change]:
         with self._lock:

@@ -11,10 +11,9 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-from amcp.errors import IntegrityError
 from amcp.store.links import links_of
 from amcp.store.schema import SCHEMA_VERSION
-from amcp.store.sqlite_index import STATE_COLS
+from amcp.store.sqlite_rows import KID, ROW_COLS, ROWID
 
 if TYPE_CHECKING:
     from amcp.amf.record import AMFRecord
@@ -54,20 +53,17 @@ def backfill(store: SQLiteStore, migrated_from: int) -> None:
     if not (events or links):
         return
     with store.atomic():  # read inside it too: no purge may slip in between
-        rows = db.execute(f"SELECT {STATE_COLS} FROM records r WHERE r.body IS NOT NULL").fetchall()
+        rows = db.execute(f"SELECT {ROW_COLS} FROM records r WHERE r.body IS NOT NULL").fetchall()
         for row in rows:
-            try:
-                found = store._decode(row)
-            except IntegrityError as exc:
-                # An unreadable body is refused when read and reported by verify(full); it
-                # must not make the whole store unopenable here. Nothing can find it through
-                # these indexes, as nothing finds it by scanning either.
-                log.warning("backfill skipped %s: %s", row[1], exc)
-                continue
-            if found.record is None:
+            # A row that fails verification is quarantined by _decode (and reported by
+            # verify); it must not make the whole store unopenable here. Nothing can find it
+            # through these indexes, as nothing finds it by scanning either.
+            found = store._decode(row)
+            if found is None or found.record is None:
+                log.warning("backfill skipped %s: it does not verify", row[KID])
                 continue
             if events:
-                db.executemany(EVENTS_SQL, event_rows(int(row[0]), found.record))
+                db.executemany(EVENTS_SQL, event_rows(int(row[ROWID]), found.record))
             if links:
-                db.executemany(LINKS_SQL, link_rows(int(row[0]), found.record))
+                db.executemany(LINKS_SQL, link_rows(int(row[ROWID]), found.record))
         db.execute("DELETE FROM store_meta WHERE key=?", (LINKS_PENDING,))

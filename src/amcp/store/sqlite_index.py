@@ -14,19 +14,17 @@ from typing import TYPE_CHECKING, Any
 from amcp.amf.types import KnowledgeType
 from amcp.errors import StoreError
 from amcp.store import fts_rank, termpeaks, termstats
-from amcp.store.base import RecordFilter, RecordState, StateRow, StoreStats
+from amcp.store import sqlite_rows as col
+from amcp.store.admit import admits, needs_body
+from amcp.store.base import RecordFilter, RecordState, StateRow, StoredRecord, StoreStats
 from amcp.store.schema import SCHEMA_VERSION
 from amcp.store.sqlfilter import where_clause
+from amcp.store.sqlite_rows import ROW_COLS
 from amcp.store.termstats import TermStats
 
 if TYPE_CHECKING:
     import numpy as np
 
-
-STATE_COLS = (
-    "r.rowid, r.knowledge_id, r.lifecycle, r.hlc, r.superseded_by, r.reason, r.expires_at, "
-    "r.sensitive, r.weight, r.access_count, r.last_access, r.stored_at, r.body, r.checksum"
-)
 
 
 def _marks(n: int) -> str:
@@ -53,8 +51,12 @@ class IndexReads:
     def get_meta(self, key: str) -> str | None:  # provided by SQLiteStore
         raise NotImplementedError
 
-    # Provided by AccessStats (declared, not defined, so the mixin order cannot hide it).
+    # Provided by AccessStats and SQLiteStore (declared, not defined, so the mixin order
+    # cannot hide them).
     _state: Callable[..., RecordState]
+    _row_state: Callable[[Sequence[Any]], RecordState]
+    _verified: Callable[[Sequence[Any]], bool]
+    _decode: Callable[..., StoredRecord | None]
     _pending_access: dict[str, Any]
     # ``raw_bodies``' states by their row's state columns (knowledge id first), bounded.
     _raw_states: dict[tuple[object, ...], RecordState]
@@ -72,19 +74,33 @@ class IndexReads:
     def states(
         self, flt: RecordFilter, *, limit: int = 100, ranked: bool = False
     ) -> list[StateRow]:
-        where, params = where_clause(flt)
-        order = "r.weight DESC, r.created_at DESC, r.knowledge_id" if ranked else "r.rowid"
-        sql = (
-            "SELECT r.knowledge_id, r.lifecycle, r.hlc, r.superseded_by, r.reason, r.expires_at,"
-            " r.sensitive, r.weight, r.access_count, r.last_access, r.stored_at, r.type,"
-            f" r.created_at FROM records r WHERE {where} ORDER BY {order} LIMIT ?"
+        """State rows passing ``flt``, each verified (its seal) and re-checked against the
+        whole filter (``admit``): the SQL only narrows. When ``flt`` names ids (a recall's
+        rerank), the SQL narrows by them alone and the re-check answers the rest."""
+        narrow = (
+            RecordFilter(ids=flt.ids, lifecycles=flt.lifecycles, include_expired=True)
+            if flt.ids is not None else flt
         )
+        where, params = where_clause(narrow)
+        order = "r.weight DESC, r.created_at DESC, r.knowledge_id" if ranked else "r.rowid"
+        sql = f"SELECT {ROW_COLS} FROM records r WHERE {where} ORDER BY {order} LIMIT ?"
         with self._lock:
             rows = self._db.execute(sql, [*params, limit]).fetchall()
-        return [
-            StateRow(row[0], KnowledgeType(row[11]), self._state(*row[:11]), row[12])
-            for row in rows
-        ]
+        body = needs_body(flt)
+        out: list[StateRow] = []
+        for row in rows:
+            if not self._verified(row):
+                continue
+            record = None
+            if body:
+                found = self._decode(row)
+                record = found.record if found is not None else None
+            if admits(flt, row[col.FACTS], record):
+                out.append(StateRow(
+                    row[col.KID], KnowledgeType(row[col.TYPE]), self._row_state(row),
+                    row[col.CREATED_AT],
+                ))
+        return out
 
     def subjects(self, flt: RecordFilter, *, limit: int | None = None) -> list[str]:
         """The distinct ``core.subject`` values of the records passing ``flt``, sorted (all
@@ -110,10 +126,10 @@ class IndexReads:
     def raw_bodies(
         self, knowledge_ids: Sequence[str]
     ) -> list[tuple[str, RecordState, bytes | None, str | None]]:
-        """``(id, state, stored AMF bytes, row checksum)`` in one query, *neither decoded nor
-        verified*: for readers that verify the bytes themselves (``amcp.cse.cache`` hashes
-        them without decoding). Sealed (sensitive) bodies and tombstones come back as None;
-        read those through ``get``."""
+        """``(id, state, stored AMF bytes, row checksum)`` in one query, not decoded: for
+        readers that parse the bytes themselves (``amcp.cse.cache``). Every row's seal is
+        checked (it covers these bytes); quarantined rows are left out. Encrypted
+        (sensitive) bodies and tombstones come back as None; read those through ``get``."""
         if not knowledge_ids:
             return []
         # By row id where it is known (a rowid lookup walks one B-tree; a knowledge-id one
@@ -125,18 +141,20 @@ class IndexReads:
         with self._lock:
             by_rowid = [known[k] for k in want if k in known]
             rows = self._db.execute(
-                f"SELECT {STATE_COLS} FROM records r WHERE r.rowid IN ({_marks(len(by_rowid))})",
+                f"SELECT {ROW_COLS} FROM records r WHERE r.rowid IN ({_marks(len(by_rowid))})",
                 by_rowid,
             ).fetchall() if by_rowid else []
-            rows = [r for r in rows if r[1] in wanted and known.get(r[1]) == r[0]]
+            rows = [
+                r for r in rows if r[col.KID] in wanted and known.get(r[col.KID]) == r[col.ROWID]
+            ]
             if len(rows) < len(want):
-                got = {r[1] for r in rows}
+                got = {r[col.KID] for r in rows}
                 rest = [k for k in want if k not in got]
                 more = self._db.execute(
-                    f"SELECT {STATE_COLS} FROM records r WHERE r.knowledge_id IN "
+                    f"SELECT {ROW_COLS} FROM records r WHERE r.knowledge_id IN "
                     f"({_marks(len(rest))})", rest,
                 ).fetchall()
-                self._learn_rowids((r[0], r[1]) for r in more)
+                self._learn_rowids((r[col.ROWID], r[col.KID]) for r in more)
                 rows += more
         # A RecordState per row costs ~5 µs to build (frozen dataclass), and the same rows
         # come back pack after pack (the core records); one built from identical columns is
@@ -145,16 +163,19 @@ class IndexReads:
         memo, pending = self._raw_states, self._pending_access
         out = []
         for row in rows:
-            kid, sens, body, checksum = row[1], row[7], row[12], row[13]
-            cols = row[1:12]
+            if not self._verified(row):  # the bytes handed out are the ones the seal covers
+                continue
+            kid = row[col.KID]
+            cols = (*row[col.FACTS], row[col.ACCESS_COUNT], row[col.LAST_ACCESS])
             state = memo.get(cols)
             if state is None or kid in pending:
-                state = self._state(*cols)
+                state = self._row_state(row)
                 if kid not in pending:
                     if len(memo) >= _RAW_STATES_KEEP:
                         memo.clear()
                     memo[cols] = state
-            out.append((kid, state, None if sens else body, checksum))
+            body = None if row[col.SENSITIVE] else row[col.BODY]
+            out.append((kid, state, body, row[col.CHECKSUM]))
         return out
 
     # -- counts, filters, lexical search ---------------------------------------------

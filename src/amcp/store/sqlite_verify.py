@@ -1,138 +1,219 @@
-"""The store's integrity check: the change-log hash chain, its signed head, the witness
-outside the store file, and (in full mode) every record against its log entry.
+"""The store's integrity check: the change-log hash chain, its signed head (with the row
+count and set digest), the witnesses outside the store, and — when the rows do not add up,
+or in full mode — which records are damaged.
 
 A friend of ``SQLiteStore``: it reads the store's connection and keyring directly, because
 the check must look at raw rows, not through the verifying read path it is checking.
+
+What is damage to the *log* (the store refuses to open: nothing it says can be trusted) and
+what is damage to *records* (those records are quarantined, the rest is served):
+
+- log: an altered, deleted or reordered change; a head that does not verify or does not end
+  the log; another node's key; a witness that has seen a later head (rollback) or another
+  history; a missing witness for a store that has been witnessed;
+- records: a row whose seal does not verify (edited), a row the log does not know (forged
+  insert), a row that is not its record's latest logged state (replayed from an older copy),
+  a logged record with no row (deleted), a body that does not match its id, checksum,
+  envelope or signature (full mode).
 """
 
 from __future__ import annotations
 
 import contextlib
-from typing import TYPE_CHECKING
+import sqlite3
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING, Any
 
 import msgpack
 
 from amcp.amf.ids import public_key_text
-from amcp.amf.types import Lifecycle
-from amcp.errors import IntegrityError
+from amcp.errors import AmcpError, StoreIntegrityError
 from amcp.keyring import Witness
-from amcp.store.base import ChangeOp, IntegrityReport
-from amcp.store.chain import GENESIS, link_hash, verify_head
-from amcp.store.sqlite_index import STATE_COLS
+from amcp.store.base import IntegrityReport
+from amcp.store.chain import GENESIS, Head, link_hash
+from amcp.store.rowseal import digest_of
+from amcp.store.sqlite_rows import BODY, CHAIN_SEQ, FACTS, KID, ROW_COLS, SEAL
 
 if TYPE_CHECKING:
     from amcp.store.sqlite import SQLiteStore
 
 
-def verify_store(
-    self: SQLiteStore, *, full: bool = False, since: Witness | None = None
-) -> IntegrityReport:
-    """Walk the hash chain; check the signed head and the witness; with ``full``,
-    recompute every record's checksum against its content and its chain entry.
+@contextlib.contextmanager
+def snapshot(db: sqlite3.Connection) -> Iterator[None]:
+    """One read transaction: everything read inside sees the same committed state, even
+    while another process commits (WAL). Inside a caller's transaction, that one."""
+    if db.in_transaction:
+        yield
+        return
+    db.execute("BEGIN")
+    try:
+        yield
+    finally:
+        db.execute("COMMIT")
 
-    ``since`` (not with ``full``): a prefix of the log an earlier walk found intact. If the
-    log still holds that entry with that hash, the walk resumes after it; otherwise it
-    starts from the beginning, as without it."""
-    problems: list[str] = []
-    prev, seq_seen = GENESIS, 0
-    put_sums: dict[str, str] = {}
-    with self._lock:
-        if since is not None and not full and since.seq > 0:
-            row = self._db.execute("SELECT hash FROM changes WHERE seq=?", (since.seq,)).fetchone()
-            # Rows deleted or renumbered inside the prefix would go unwalked: the log must
-            # still be exactly seqs 1..max (one pass over the table: 18-29 ms at 100k, measured).
-            count, low, high = self._db.execute(
-                "SELECT COUNT(*), MIN(seq), MAX(seq) FROM changes"
-            ).fetchone()
-            dense = low == 1 and count == high
-            if dense and row is not None and row[0] == since.head:
-                prev, seq_seen = since.head, since.seq
-        start = seq_seen
-        rows = self._db.execute(
-            "SELECT seq, hlc, op, knowledge_id, details, hash FROM changes WHERE seq > ? "
-            "ORDER BY seq",
-            (start,),
-        )
-        for seq, hlc, op, kid, blob, digest in rows:
-            if seq != seq_seen + 1:
-                problems.append(f"change log gap or reorder at seq {seq}")
-                break
+
+def walk_chain(
+    db: sqlite3.Connection, prev: str = GENESIS, seq_seen: int = 0
+) -> tuple[str, int, list[str]]:
+    """Recompute every link after ``seq_seen`` (whose hash is ``prev``): the last hash and
+    seq reached, and what was wrong (empty if the walk reached the end)."""
+    rows = db.execute(
+        "SELECT seq, hlc, op, knowledge_id, details, hash FROM changes WHERE seq > ? "
+        "ORDER BY seq",
+        (seq_seen,),
+    )
+    for seq, hlc, op, kid, blob, digest in rows:
+        if seq != seq_seen + 1:
+            return prev, seq_seen, [f"change log gap or reorder at seq {seq}"]
+        try:
             details = msgpack.unpackb(blob, raw=False)
-            if link_hash(prev, seq, hlc, op, kid, details) != digest:
-                problems.append(f"change {seq} ({op} {kid[:14]}…) was altered")
-                break
-            if op == ChangeOp.PUT and full:
-                put_sums[kid] = details["checksum"]
-            prev, seq_seen = digest, seq
-    head = self.get_meta("chain_head")
-    if seq_seen and head is None:
-        problems.append("the change log has no signed head")
-    elif head is not None and not problems:
-        h_seq, h_hash, sig = head.split()
-        key_text = self.get_meta("node_key")
-        node_key = self.keyring.signing_key.public_key()
-        if key_text != public_key_text(node_key):
-            problems.append("the store was signed by another node key")
-        elif not verify_head(node_key, self.store_id, int(h_seq), h_hash, sig):
-            problems.append("the signature on the change-log head does not verify")
-        elif (int(h_seq), h_hash) != (seq_seen, prev):
-            problems.append("the change log does not end at its signed head")
-    witness = self.keyring.read_witness(self.store_id)
-    if witness is not None and not problems:
+        except (ValueError, msgpack.UnpackException):
+            return prev, seq_seen, [f"change {seq} has unreadable details"]
+        if link_hash(prev, seq, hlc, op, kid, details) != digest:
+            return prev, seq_seen, [f"change {seq} ({op} {str(kid)[:14]}…) was altered"]
+        prev, seq_seen = digest, seq
+    return prev, seq_seen, []
+
+
+def _resume_point(self: SQLiteStore, since: Witness | None) -> tuple[str, int]:
+    """Where the walk may start: after ``since`` if the log still holds it and is still
+    exactly seqs 1..max (a deleted or renumbered entry inside the prefix would otherwise go
+    unwalked; one pass over the integer key: 18-29 ms at 100k, measured)."""
+    if since is None or since.seq <= 0:
+        return GENESIS, 0
+    row = self._db.execute("SELECT hash FROM changes WHERE seq=?", (since.seq,)).fetchone()
+    count, low, high = self._db.execute(
+        "SELECT COUNT(*), MIN(seq), MAX(seq) FROM changes"
+    ).fetchone()
+    if low == 1 and count == high and row is not None and row[0] == since.head:
+        return since.head, since.seq
+    return GENESIS, 0
+
+
+def _check_head(self: SQLiteStore, seq_seen: int, prev: str) -> tuple[Head | None, list[str]]:
+    key_text = self.get_meta("node_key")
+    if key_text != public_key_text(self.keyring.signing_key.public_key()):
+        return None, ["the store was signed by another node key"]
+    try:
+        head = self.signed_head()
+    except StoreIntegrityError as exc:
+        return None, [str(exc)]
+    if (head.seq, head.hash) != (seq_seen, prev):
+        return head, ["the change log does not end at its signed head"]
+    return head, []
+
+
+def _check_witnesses(
+    self: SQLiteStore, seen: Sequence[tuple[object, Witness | None]], seq_seen: int
+) -> list[str]:
+    problems: list[str] = []
+    for where, witness in seen:
+        if witness is None:
+            continue
         if witness.seq > seq_seen:
             problems.append(
-                f"the store was rolled back: the witness has seen change {witness.seq}, "
-                f"the log ends at {seq_seen}"
+                f"the store was rolled back: the witness in {where} has seen change "
+                f"{witness.seq}, the log ends at {seq_seen}"
             )
-        else:
-            row = self._db.execute(
-                "SELECT hash FROM changes WHERE seq=?", (witness.seq,)
-            ).fetchone()
-            if witness.seq and (row is None or row[0] != witness.head):
-                problems.append("the change log differs from the witnessed history")
-    if full and not problems:
-        problems.extend(_verify_records(self, put_sums))
-    return IntegrityReport(
-        ok=not problems, checked_changes=seq_seen, problems=tuple(problems),
-        head=prev if not problems else "", walked=seq_seen - start,
-    )
-
-def _verify_records(self: SQLiteStore, put_sums: dict[str, str]) -> list[str]:
-    problems: list[str] = []
-    with self._lock:
-        rows = self._db.execute(f"SELECT {STATE_COLS} FROM records r").fetchall()
-    for row in rows:
-        kid = row[1]
-        if row[13] is None and row[2] == Lifecycle.PURGED:
-            continue  # a tombstone received from elsewhere: no content, no put entry
-        if put_sums.get(kid) != row[13]:
-            problems.append(f"{kid[:14]}…: checksum differs from its change-log entry")
             continue
-        try:
-            self._decode(row, full=True)
-        except IntegrityError as exc:
-            problems.append(str(exc))
-    stored = sum(1 for row in rows if row[13] is not None)
-    if len(put_sums) != stored:
-        problems.append(f"{len(put_sums)} records were logged but {stored} are stored")
+        row = self._db.execute("SELECT hash FROM changes WHERE seq=?", (witness.seq,)).fetchone()
+        expected = row[0] if row is not None else (GENESIS if witness.seq == 0 else None)
+        if expected != witness.head:
+            problems.append(f"the change log differs from the history witnessed in {where}")
+    if self.get_meta("witnessed") and all(w is None for _d, w in seen):
+        places = ", ".join(str(d) for d, _w in seen)
+        problems.append(
+            f"the witness of this store is missing from {places} (deleted, or the store was "
+            "moved from another user or machine): a rollback cannot be ruled out; if the "
+            "move was deliberate, run `amcp verify --rewitness`"
+        )
     return problems
 
 
+def find_damaged(self: SQLiteStore, *, full: bool = False) -> dict[str, str]:
+    """Which records are damaged, and how (call inside a snapshot, the log verified): every
+    row against its seal and against the log's latest entry for its id; every logged id
+    against the rows. ``full``: every body against its id, checksum, envelope, signature."""
+    latest = dict(
+        self._db.execute("SELECT knowledge_id, MAX(seq) FROM changes GROUP BY knowledge_id")
+    )
+    damaged: dict[str, str] = {}
+    seen: set[str] = set()
+    for row in self._db.execute(f"SELECT {ROW_COLS} FROM records r"):
+        kid = row[KID]
+        seen.add(kid)
+        if not self._sealer.check(row[FACTS], row[BODY], row[SEAL]):
+            damaged[kid] = "its row does not match its seal (changed outside amcp)"
+        elif kid not in latest:
+            damaged[kid] = "it has no change-log entry (added outside amcp)"
+        elif row[CHAIN_SEQ] != latest[kid]:
+            damaged[kid] = "its row is not its latest logged state (an older copy of the row)"
+        elif full:
+            problem = _body_problem(self, row)
+            if problem:
+                damaged[kid] = problem
+    for kid in latest.keys() - seen:
+        damaged[kid] = "it is missing from the store (deleted outside amcp)"
+    return damaged
+
+
+def _body_problem(self: SQLiteStore, row: Sequence[Any]) -> str | None:
+    if row[BODY] is None:
+        return None
+    try:
+        self._open_body(row, signature=True)
+    except (ValueError, AmcpError, msgpack.UnpackException) as exc:
+        return f"its body does not verify: {exc}"
+    return None
+
+
+def verify_store(
+    self: SQLiteStore, *, full: bool = False, since: Witness | None = None
+) -> IntegrityReport:
+    """The whole check (see the module docstring). ``since`` (not with ``full``): a prefix
+    of the log an earlier walk found intact; the walk resumes after it when it can."""
+    seen = self.keyring.read_witnesses(self.store_id)  # before the snapshot: see below
+    with self._lock, snapshot(self._db):
+        # A witness is written after its commit, so a witness read before the snapshot
+        # never names a head the snapshot does not hold: no false rollback alarm while
+        # another process writes.
+        prev, start = _resume_point(self, since if not full else None)
+        prev, seq_seen, problems = walk_chain(self._db, prev, start)
+        head: Head | None = None
+        if not problems:
+            head, problems = _check_head(self, seq_seen, prev)
+        if not problems:
+            problems = _check_witnesses(self, seen, seq_seen)
+        damaged: dict[str, str] = {}
+        if not problems and head is not None:
+            seals = [r[0] for r in self._db.execute("SELECT seal FROM records")]
+            if full or len(seals) != head.rows or digest_of(seals) != head.digest:
+                damaged = find_damaged(self, full=full)
+                if not damaged and not full:
+                    problems.append("the record rows do not add up to the signed head")
+    for kid, reason in damaged.items():
+        self._quarantine_add(kid, reason)
+    return IntegrityReport(
+        ok=not problems, checked_changes=seq_seen, problems=tuple(problems),
+        head=prev if not problems else "", walked=seq_seen - start,
+        damaged=tuple(sorted(damaged.items())), mode="full" if full else "head",
+    )
+
+
 def verify_since_mark(self: SQLiteStore) -> IntegrityReport:
-    """``verify_store`` resuming after the last incremental check's mark (kept in the key
-    directory beside the witness), then moving the mark to what it walked.
+    """``verify_store`` resuming after the last incremental check's mark (kept beside the
+    witness), then moving the mark to what it walked.
 
     The check on open: at 100k changes the whole walk is ~5 s of CPU, paid by every CLI call
     that opens the store. Links appended since the mark (by this node, another process, or an
     edit of the file) are still walked. An edit inside the marked prefix that leaves the
-    stored hashes alone is what this skips: every record is still checked against its
-    checksum when read, and ``store.verify()`` (``amcp stats``) walks the whole log."""
+    stored hashes alone is what this skips; ``amcp verify`` walks the whole log."""
     since = self.keyring.read_verified(self.store_id)
     report = verify_store(self, since=since)
     if report.ok and report.checked_changes and (
         since is None or since.seq != report.checked_changes
     ):
-        # A key directory we may not write to costs the next open a whole walk, no more.
+        # A state directory we may not write to costs the next open a whole walk, no more.
         with contextlib.suppress(OSError):
             self.keyring.write_verified(
                 self.store_id, Witness(report.checked_changes, report.head)

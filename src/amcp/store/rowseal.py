@@ -1,0 +1,116 @@
+"""Row seals: the node-side state a store serves is state the node wrote (PROFILE §6).
+
+A record's body is content-addressed and checksummed, but what a store *does* with it —
+serve it or hide it (lifecycle, superseded_by, expiry), in which scopes, in what order
+(weight, created_at), encrypted or not — lives in columns beside it. Each row therefore
+carries a **seal**: HMAC-SHA256, under a key derived from the node's data key, over the
+store id, every one of those columns (``SEALED``) and the sha256 of the stored body bytes.
+A read recomputes it; a row whose seal does not match was not written by this node as it
+stands, and is quarantined instead of served.
+
+A seal proves a row is *a* state the node wrote, not that it is the *current* one: an old
+copy of a row (from a backup) still carries a valid seal. So the signed change-log head also
+carries the number of rows and their **set digest** — the sum of all seals modulo 2**256
+(an additive set hash over keyed elements). Every write adjusts it in its own transaction
+(minus the old seal, plus the new) and signs it with the head; the check on open sums the
+seal column and compares. An inserted, deleted, replayed or rolled-back row changes the sum.
+
+Stdlib and msgpack only: the hooks' read-only reader (``fastread``) checks seals too.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+
+import msgpack
+
+from amcp.lean import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Sequence
+    from typing import Any
+
+# The sealed columns of ``records``, in seal order. Access counters (``access_count``,
+# ``last_access``) are left out on purpose: PROFILE §6 allows them unsigned, because they
+# only reorder results, never admit or hide one, and they change on every read.
+SEALED = (
+    "knowledge_id",
+    "type",
+    "kind",
+    "subject",
+    "created_at",
+    "created_by",
+    "scopes",
+    "lifecycle",
+    "hlc",
+    "superseded_by",
+    "reason",
+    "expires_at",
+    "sensitive",
+    "weight",
+    "checksum",
+    "envelope",
+    "content_key",
+    "stored_at",
+    "chain_seq",
+)
+# Columns stored as REAL and as INTEGER: normalised before packing, so a seal computed from
+# the values a writer passes equals the one computed from what SQLite (or PostgreSQL) hands
+# back (a weight written as 1 comes back as 1.0; msgpack encodes the two differently).
+_REAL = frozenset({"expires_at", "weight", "stored_at"})
+_INT = frozenset({"hlc", "sensitive", "chain_seq"})
+_KINDS = tuple(2 if c in _REAL else 1 if c in _INT else 0 for c in SEALED)
+MODULUS = 1 << 256
+SEAL_BYTES = 32
+
+
+def _normal(values: Sequence[Any]) -> list[Any]:
+    out: list[Any] = []
+    for kind, value in zip(_KINDS, values, strict=True):
+        if value is None or kind == 0:
+            out.append(value)
+        elif kind == 2:
+            out.append(float(value))
+        else:
+            out.append(int(value))
+    return out
+
+
+class Sealer:
+    """Seals and checks rows of one store (its id is part of every seal, so a row copied
+    from another store of the same node does not pass)."""
+
+    __slots__ = ("_key", "_store_id")
+
+    def __init__(self, key: bytes, store_id: str) -> None:
+        self._key = key
+        self._store_id = store_id
+
+    def seal(self, values: Sequence[Any], body: bytes | None) -> bytes:
+        """The seal of a row whose ``SEALED`` columns hold ``values`` and whose body is
+        ``body`` (the bytes as stored: ciphertext for a sensitive record)."""
+        digest = hashlib.sha256(body).digest() if body is not None else None
+        message = msgpack.packb([self._store_id, *_normal(values), digest], use_bin_type=True)
+        return hmac.new(self._key, message, hashlib.sha256).digest()
+
+    def check(self, values: Sequence[Any], body: bytes | None, seal: object) -> bool:
+        if not isinstance(seal, bytes) or len(seal) != SEAL_BYTES:
+            return False
+        return hmac.compare_digest(self.seal(values, body), seal)
+
+
+def as_int(seal: bytes | None) -> int:
+    """A seal's term in the set digest; a missing seal counts as 0 (and fails its check)."""
+    return int.from_bytes(seal, "big") if isinstance(seal, bytes) else 0
+
+
+def digest_of(seals: Iterable[bytes | None]) -> int:
+    return sum(as_int(s) for s in seals) % MODULUS
+
+
+def digest_text(value: int) -> str:
+    return f"{value % MODULUS:064x}"
+
+
+__all__ = ["MODULUS", "SEALED", "Sealer", "as_int", "digest_of", "digest_text"]
