@@ -194,6 +194,7 @@ class SQLiteStore(ChangeLog, IndexReads, AccessStats):
             # The empty head is witnessed before the commit that says it is, so no reader
             # ever finds a store that claims a witness which does not exist yet.
             self.keyring.write_witness(self.store_id, Witness(0, GENESIS))
+            self._remember_places()
             self._upsert_meta("witnessed", "1")
         return self.store_id
 
