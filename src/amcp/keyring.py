@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from amcp.errors import IntegrityError, StoreError
+from amcp.errors import StoreError, StoreIntegrityError
 from amcp.subkeys import derive_key
 
 if TYPE_CHECKING:  # imported where used: checksum-only readers never load cryptography
@@ -161,7 +161,7 @@ class Keyring:
         try:
             return self._aead.decrypt(blob[:_NONCE], blob[_NONCE:], aad)
         except Exception as exc:  # cryptography raises InvalidTag; any failure means the same
-            raise IntegrityError(
+            raise StoreIntegrityError(
                 "encrypted record does not decrypt: tampered or wrong key"
             ) from exc
 
@@ -213,7 +213,7 @@ class Keyring:
         the whole log instead of refusing the store."""
         try:
             return self._read_mark(self._witness_path(store_id, "verified"))
-        except (IntegrityError, OSError):
+        except (StoreIntegrityError, OSError):
             return None
 
     def write_verified(self, store_id: str, mark: Witness) -> None:
@@ -227,7 +227,7 @@ class Keyring:
             seq_text, head = path.read_text().split()
             return Witness(int(seq_text), head)
         except ValueError as exc:
-            raise IntegrityError(f"witness file {path} is malformed") from exc
+            raise StoreIntegrityError(f"witness file {path} is malformed") from exc
 
     @staticmethod
     def _write_mark(path: Path, mark: Witness) -> None:

@@ -352,9 +352,12 @@ class SQLiteStore(ChangeLog, IndexReads, AccessStats):
         batch.changes.append(
             (seq, item.hlc, ChangeOp.PUT.value, kid, canonical_packb(details), digest)
         )
+        creator = record.meta.created_by
+        if item.sensitive:  # its salt (Memory._salted) lives only in the encrypted body
+            creator = creator.partition("#salt=")[0]
         values = (
             kid, record.type.value, record.kind, record.core.subject, record.meta.created_at,
-            record.meta.created_by, scopes_text(record.meta.project_scope),
+            creator, scopes_text(record.meta.project_scope),
             item.lifecycle.value, item.hlc, None, None, item.expires_at, int(item.sensitive),
             0.5, record.integrity.checksum, record.integrity.envelope,
             self.content_key(record), now, seq,
@@ -684,17 +687,30 @@ class SQLiteStore(ChangeLog, IndexReads, AccessStats):
         verified and re-checked against ``flt`` (``admit``), so an index row added behind
         the node's back cannot admit a record."""
         where, params = where_clause(flt)
-        if after is not None:
-            where += " AND r.rowid > COALESCE((SELECT rowid FROM records WHERE knowledge_id=?), 0)"
-            params.append(after)
-        sql = f"SELECT {ROW_COLS} FROM records r WHERE {where} ORDER BY r.rowid LIMIT ?"
+        sql = (
+            f"SELECT {ROW_COLS} FROM records r WHERE {where} AND r.rowid > ? "
+            "ORDER BY r.rowid LIMIT ?"
+        )
         with self._lock:
-            rows = self._db.execute(sql, [*params, limit]).fetchall()
-        out: list[StoredRecord] = []
-        for row in rows:
-            found = self._decode(row)
-            if found is not None and admits(flt, row[col.FACTS], found.record):
-                out.append(found)
+            start = 0
+            if after is not None:
+                found_row = self._db.execute(
+                    "SELECT rowid FROM records WHERE knowledge_id=?", (after,)
+                ).fetchone()
+                start = int(found_row[0]) if found_row else 0
+            out: list[StoredRecord] = []
+            # Rows left out (quarantined, or an index row's false admission) must not end a
+            # page early: a caller paging with ``after`` would stop, an export would be cut.
+            while len(out) < limit:
+                want = limit - len(out)
+                rows = self._db.execute(sql, [*params, start, want]).fetchall()
+                for row in rows:
+                    found = self._decode(row)
+                    if found is not None and admits(flt, row[col.FACTS], found.record):
+                        out.append(found)
+                if len(rows) < want:
+                    break  # no more rows pass the SQL filter
+                start = int(rows[-1][col.ROWID])
         return out
 
     # ------------------------------------------------------------------ metadata
@@ -728,6 +744,14 @@ class SQLiteStore(ChangeLog, IndexReads, AccessStats):
             )
 
     # ------------------------------------------------------------------ integrity
+
+    def rewitness(self) -> None:
+        """Witness the current head in this keyring's places (``amcp verify --rewitness``,
+        after a deliberate move to another machine or user)."""
+        with self.atomic():
+            self._remember_places()
+        seq, head = self._last_change()
+        self.keyring.write_witness(self.store_id, Witness(seq, head), self.witness_places())
 
     def verify(self, *, full: bool = False, incremental: bool = False) -> IntegrityReport:
         """Walk the hash chain; check the signed head (row count and digest included) and
