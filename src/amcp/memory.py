@@ -25,6 +25,7 @@ from amcp.errors import (
     GoneError,
     NotFoundError,
     Status,
+    StoreIntegrityError,
     ValidationError,
 )
 from amcp.keyring import Keyring
@@ -274,8 +275,8 @@ class Memory(WritePath):
         found = self.store.get(knowledge_id)
         if found is None:
             why = self.store.quarantined().get(knowledge_id)
-            if why is not None:
-                raise NotFoundError(
+            if why is not None:  # a problem of this store, not of the caller (500)
+                raise StoreIntegrityError(
                     f"{knowledge_id} is quarantined: {why}; run `amcp verify` for the report"
                 )
             raise NotFoundError(f"no record {knowledge_id}")

@@ -344,3 +344,33 @@ def test_a_guessed_pin_cannot_be_confirmed_from_the_file(tmp_path: Path) -> None
     with _open(path) as mem:  # and the owner still reads it back
         shown = mem.read([kid], reveal=True)[0].record
         assert shown is not None and "4821" in shown.core.object
+
+
+def test_a_failed_signature_rolls_back_and_the_next_write_works(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Finding 8: if signing the head or COMMIT failed, the connection stayed inside BEGIN
+    IMMEDIATE and the next write reported "locked by another writer"."""
+    with _open(tmp_path / "m.db") as mem:
+        from amcp.store import sqlite_changes
+
+        real = sqlite_changes.sign_head
+        monkeypatch.setattr(sqlite_changes, "sign_head", lambda *a: 1 / 0)
+        with pytest.raises(ZeroDivisionError):
+            mem.remember("never stored", scope="team:x")
+        monkeypatch.setattr(sqlite_changes, "sign_head", real)
+        kid = mem.remember("stored after the failure", scope="team:x").knowledge_id
+        assert mem.get(kid).record is not None
+        assert mem.stats().records == 1 and mem.store.verify(full=True).ok
+
+
+def test_a_failing_witness_does_not_fail_a_committed_write(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with _open(tmp_path / "m.db") as mem:
+        def broken(*_a: object, **_k: object) -> None:
+            raise OSError("disk full")
+
+        monkeypatch.setattr(mem.keyring, "write_witness", broken)
+        kid = mem.remember("committed even so", scope="team:x").knowledge_id
+        assert mem.get(kid).record is not None
