@@ -32,10 +32,9 @@ BIN = PREFIX / "node_modules" / ".bin"
 
 @pytest.fixture(scope="session")
 def agents_bin() -> Path:
-    wanted = {"codex", "gemini", "opencode"}
+    wanted = ("codex", "gemini", "opencode")
     if not all((BIN / name).exists() for name in wanted):
-        for spec in AGENTS:
-            npm_install(spec, PREFIX)
+        npm_install(AGENTS, PREFIX, BIN / wanted[-1])
     return BIN
 
 
