@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import socket
 import os
+import socket
 import sys
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
