@@ -108,21 +108,24 @@ def main() -> None:
     from amcp.brain.entries import parse_now
     from amcp.memory import Memory
 
+    load_before = os.getloadavg()
     # In-process compile time (the target): open the store first, then time the compile.
     # Cold: a fresh directory (every body read and verified by the store); warm: the same
     # directory again (bodies come from the compile cache, states from the store).
-    cold, warm = [], []
+    cold, warm, cold_cpu, warm_cpu = [], [], [], []
     for i in range(2):
         shutil.rmtree(args.dir / f"inproc-{i}", ignore_errors=True)
     with Memory(store, embedder=None, check_embedder=False) as mem:
         for i in range(2):
-            t = time.perf_counter()
+            t, c = time.perf_counter(), time.process_time()
             report = compile_brain(mem, args.dir / f"inproc-{i}", now=parse_now(NOW))
             cold.append(time.perf_counter() - t)
+            cold_cpu.append(time.process_time() - c)
         for _ in range(3):
-            t = time.perf_counter()
+            t, c = time.perf_counter(), time.process_time()
             compile_brain(mem, args.dir / "inproc-0", now=parse_now(NOW))
             warm.append(time.perf_counter() - t)
+            warm_cpu.append(time.process_time() - c)
     first = digest(args.dir / "inproc-0")
     same_runs = digest(args.dir / "inproc-1") == first
     # Two "machines": other TZ, clock skewed by +3 days and −5 hours; whole CLI process.
@@ -135,12 +138,15 @@ def main() -> None:
         "regions": report.regions,
         "compile_cold_s": [round(x, 3) for x in cold],
         "compile_warm_s": [round(x, 3) for x in warm],
+        "compile_cold_cpu_s": [round(x, 3) for x in cold_cpu],
+        "compile_warm_cpu_s": [round(x, 3) for x in warm_cpu],
         "cli_process_s": [round(a, 3), round(b, 3)],
         "index_bytes": index_bytes,
         "files": len(first),
         "byte_identical_runs": same_runs,
         "byte_identical_machines": same_machines,
         "targets": {"compile_s": 10, "index_bytes": 8192},
+        "load_avg_before": load_before,
         "load_avg": os.getloadavg(),
     }
     print(payload)

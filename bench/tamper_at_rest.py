@@ -13,8 +13,8 @@ Two parts:
    records, a re-chained log, weight/scope/tag/created_at/lifecycle edits, rollback with
    the witness deleted), each on a fresh store, read back through ``Memory.recall``,
    ``read``, ``list_records``, ``context``, ``export``, ``amcp recall`` (a subprocess),
-   ``POST /v1/recall`` (HTTP API, TestClient), the node (``SyncClient`` over loopback) and
-   the hooks' ``FastReader``.
+   ``POST /v1/recall`` (HTTP API, TestClient), ``memory_recall`` (MCP, the SDK's client),
+   the node (``SyncClient`` over loopback) and the hooks' ``FastReader``.
 
 Cell verdicts: REFUSED (the open failed with an integrity message: right only for damage
 to the log itself), QUARANTINED (the bad record left out, a warning surfaced), BLOCKED
@@ -51,7 +51,8 @@ from bench.common import save  # noqa: E402
 from tests.store import tamper_kit as kit  # noqa: E402
 from tests.store.tamper_kit import Expect, Observation, Seeded, Seen  # noqa: E402
 
-PATHS = ("recall", "get/read", "list", "context", "export", "cli", "http", "node", "fastread")
+PATHS = ("recall", "get/read", "list", "context", "export", "cli", "http", "mcp", "node",
+         "fastread")
 # The CLI of this tree (not whatever ``amcp`` the venv installed): ``python -m`` with src/
 # first on the path, in the child's environment.
 AMCP = (sys.executable, "-m", "amcp.cli.entry")
@@ -152,6 +153,42 @@ def http_path(s: Seeded, exp: Expect) -> Observation:
     return Observation("http", _hits_seen(data), warnings=warned)
 
 
+def mcp_path(s: Seeded, exp: Expect) -> Observation:
+    """``memory_recall`` through the MCP server, with the official SDK's in-process client."""
+    import asyncio
+
+    from mcp import Client
+
+    from amcp.api.mcp_server import build_mcp
+
+    if exp.created_after or exp.kinds:
+        return Observation("mcp", applicable=False)  # the tool takes no such filter
+    try:
+        mem = s.memory()
+    except Exception as exc:
+        return Observation("mcp", refused=f"{type(exc).__name__}: {exc}")
+    args: dict[str, Any] = {"query": exp.query(s) or "ledger", "k": 20}
+    if exp.scope:
+        args["scope"] = [exp.scope]
+    if exp.tags:
+        args["tags"] = list(exp.tags)
+
+    async def call() -> Any:
+        async with Client(build_mcp(mem), read_timeout_seconds=60) as client:
+            return await client.call_tool("memory_recall", args)
+
+    try:
+        res = asyncio.run(call())
+    finally:
+        mem.close()
+    data = res.structured_content or {}
+    if res.is_error:
+        return Observation("mcp", error=str(res.content)[:240])
+    seen = [Seen(r["knowledge_id"], r.get("text", ""), None, r.get("weight"))
+            for r in data.get("results", [])]
+    return Observation("mcp", seen, warnings=kit.warning_count(data))
+
+
 def node_path(s: Seeded, exp: Expect) -> Observation:
     """A node serving the store; a client recalls (and reads by id) over loopback."""
     import asyncio
@@ -216,6 +253,7 @@ def all_paths(s: Seeded, exp: Expect, *, cli: bool, node: bool) -> list[Observat
     obs = kit.memory_paths(s, exp)
     obs.append(cli_path(s, exp) if cli else Observation("cli", applicable=False))
     obs.append(http_path(s, exp))
+    obs.append(mcp_path(s, exp))
     obs.append(node_path(s, exp) if node else Observation("node", applicable=False))
     obs.append(kit.fastread_path(s, exp))
     return obs

@@ -42,20 +42,28 @@ OPERATIONS = (
 TOKEN = "ghp_test_token_for_the_fake"
 
 
-def npm_install(spec: str, prefix: Path) -> None:
-    """``npm install --prefix`` unless already there (the cache survives sessions)."""
+def npm_install(specs: tuple[str, ...], prefix: Path, sentinel: Path) -> None:
+    """``npm install --prefix`` unless ``sentinel`` exists (the cache survives sessions).
+    An exclusive lock on the prefix: pytest-xdist workers may ask at the same moment."""
+    import fcntl
+
     if shutil.which("npm") is None:
         import pytest
 
         pytest.skip("npm is not installed on this machine")
     prefix.mkdir(parents=True, exist_ok=True)
-    subprocess.run(["npm", "install", "--prefix", str(prefix), "--no-audit", "--no-fund",
-                    "--loglevel=error", spec], check=True, capture_output=True, timeout=600)
+    with (prefix / ".install.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if sentinel.exists():
+            return
+        subprocess.run(["npm", "install", "--prefix", str(prefix), "--no-audit", "--no-fund",
+                        "--loglevel=error", *specs], check=True, capture_output=True,
+                       timeout=900)
 
 
 def octokit_spec() -> dict[str, Any]:
     if not SPEC_FILE.exists():
-        npm_install(OCTOKIT, NPM_CACHE / "octokit")
+        npm_install((OCTOKIT,), NPM_CACHE / "octokit", SPEC_FILE)
     full = json.loads(SPEC_FILE.read_text(encoding="utf-8"))
     return subset(full)
 

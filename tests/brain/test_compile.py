@@ -191,3 +191,20 @@ def test_cache_changes_nothing_and_forgets_purged(brain_mem: Memory, tmp_path: P
     compile_brain(brain_mem, tmp_path / "warm", now=NOW)  # a broken cache is re-read
     compile_brain(brain_mem, tmp_path / "cold2", now=NOW)
     assert files_of(tmp_path / "warm") == files_of(tmp_path / "cold2")
+
+
+def test_weights_equal_the_decay_views(brain_mem: Memory, tmp_path: Path) -> None:
+    """weights.json holds decay.view's effective confidence for every live record."""
+    from amcp.evolution.decay import view
+
+    compile_brain(brain_mem, tmp_path / "b", now=NOW + 40 * 86400)
+    weights = json.loads((tmp_path / "b" / "weights.json").read_text())["weights"]
+    checked = 0
+    for item in brain_mem.list_records(RecordFilter(), limit=100):
+        assert item.record is not None
+        if item.record.kind == "lifefact":
+            continue
+        want = round(view(item.record, item.state, NOW + 40 * 86400).effective_confidence, 6)
+        assert weights[item.knowledge_id]["weight"] == want
+        checked += 1
+    assert checked >= 3

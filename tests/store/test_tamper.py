@@ -28,8 +28,31 @@ PATHS: dict[str, Callable[[Seeded, Expect], Observation]] = {
 
 # The read paths through which the store handles each attack today. Paths are added here
 # as the store learns to handle them (issue 14); the bench's table shows the rest.
+MEMORY = ("recall", "get/read", "list", "context", "export")  # each through its own Memory
 HANDLED: dict[str, tuple[str, ...]] = {
-    "re-chained log": ("recall", "get/read", "list", "context", "export"),
+    "T1 content tamper": MEMORY,
+    "T2 tail truncation": MEMORY,
+    "T3 middle deletion": MEMORY,
+    "T5 forged insert": MEMORY,
+    "T6 cross-context replay": MEMORY,
+    "T7 rollback replay": MEMORY,
+    "T8 metadata tamper": ("recall", "get/read", "list", "export"),
+    "T9 directory rollback": (*MEMORY, "fastread"),
+    "annotation text only": MEMORY,
+    "re-sealed annotation": MEMORY,
+    "re-sealed content": MEMORY,
+    "re-chained log": (*MEMORY, "fastread"),
+    "weight": MEMORY,
+    "record_scopes row": ("recall", "list", "fastread"),
+    "record_tags row": ("recall", "list"),
+    "created_at": ("recall", "list"),
+    "resurrect invalidated": MEMORY,
+    "resurrect superseded": MEMORY,
+    "resurrect (old row copy)": MEMORY,
+    "rollback + witness deleted": (*MEMORY, "fastread"),
+    "expires_at (hide)": ("recall", "get/read", "context", "export"),
+    "lifecycle (hide)": ("get/read", "export"),
+    "index rows deleted (hide)": ("get/read", "export"),
 }
 COVERED = [(attack, path) for attack, paths in HANDLED.items() for path in paths]
 
@@ -48,7 +71,8 @@ def assert_not_served(obs: Observation, exp: Expect, s: Seeded) -> None:
     assert obs.applicable, f"{obs.path} cannot show this attack: not a test case"
     if obs.refused is not None:
         assert exp.refuse_ok, f"the whole store was refused for a bad record: {obs.refused}"
-        assert "integrity" in obs.refused or "rolled back" in obs.refused, obs.refused
+        said = obs.refused.lower()  # names the damage, so an operator knows what happened
+        assert any(w in said for w in ("integrity", "rolled back", "witness", "change log")), said
         return
     assert obs.error is None, f"the read failed instead of leaving one record out: {obs.error}"
     bad = kit.bad_items(obs, exp, s)
@@ -56,8 +80,10 @@ def assert_not_served(obs: Observation, exp: Expect, s: Seeded) -> None:
     served = {seen.knowledge_id for seen in obs.seen}
     missing = [kid for kid in exp.good if kid not in served]
     assert not missing, f"{obs.path} lost untouched records {missing}"
-    if not exp.filtered:  # a forged index row that admits nothing needs no warning
-        assert obs.warnings > 0, f"{obs.path} left the record out without any warning"
+    # And the bad record is counted where the caller can see it (an edit that admitted or
+    # hid nothing needs no warning): QUARANTINED or BLOCKED, never HIDDEN or SERVED.
+    cell, why = kit.verdict(obs, exp, s)
+    assert kit.acceptable(cell, exp), f"{obs.path}: {cell}: {why}"
 
 
 @pytest.mark.parametrize(("attack", "path"), COVERED)

@@ -191,7 +191,8 @@ def test_draft_queue_reject_and_confirm_waits(mem: Memory) -> None:
     draft = mem.put(mem.compose("maybe true", scope=["team:a"]), lifecycle=Lifecycle.DRAFT)
     with ui_client(mem) as c:
         q = c.get("/ui/queue").text
-        assert "Drafts (1)" in q and "maybe true" in q and "cannot hold records" in q
+        assert "Drafts (1)" in q and "maybe true" in q and "Quarantined (0)" in q
+        assert "confirming them waits" in q
         base = re.search(r'name="base" value="(\d+)"', q)
         assert base is not None
         confirm = c.post(f"/ui/queue/{draft.knowledge_id}/confirm",
@@ -203,3 +204,39 @@ def test_draft_queue_reject_and_confirm_waits(mem: Memory) -> None:
         assert r.headers["location"].startswith("/ui/queue?done=invalidated")
         assert "Drafts (0)" in c.get("/ui/queue").text
     assert mem.get(draft.knowledge_id).state.reason == "rejected in review"
+
+
+def test_weight_history_from_the_signed_log(mem: Memory) -> None:
+    kid = mem.remember("Use the staging cluster for load tests", scope=["team:a"]).knowledge_id
+    with ui_client(mem) as c:
+        assert "No outcome has changed its weight yet" in c.get(f"/ui/r/{kid}").text
+        mem.outcome([kid], "success")
+        mem.outcome([kid], "failure")
+        page = c.get(f"/ui/r/{kid}").text
+        assert "Learned weight, round by round" in page and "round 2" in page
+        assert page.count(">weight<") == 2  # the two log entries, in the change-log table
+
+
+def test_quarantined_record_in_queue_and_store(tmp_path: Path) -> None:
+    import sqlite3
+
+    path = tmp_path / "q.db"
+    m = Memory(path, embedder="hashing")
+    kid = m.remember("will be edited behind amcp's back", scope=["team:a"]).knowledge_id
+    m.remember("stays fine", scope=["team:a"])
+    m.close()
+    with sqlite3.connect(path) as db:  # a change outside amcp: the row no longer matches its seal
+        db.execute("UPDATE records SET reason='edited' WHERE knowledge_id=?", (kid,))
+    m = Memory(path, embedder="hashing")
+    try:
+        with ui_client(m) as c:
+            assert "stays fine" in c.get("/ui").text
+            assert "will be edited" not in c.get("/ui").text
+            queue = c.get("/ui/queue").text
+            assert "Quarantined (1)" in queue and kid in queue and "seal" in queue
+            assert c.get(f"/ui/r/{kid}").status_code == 404
+        with ui_client(m, tokens={"a": ["team:a"]}) as c:
+            sign_in(c, "a")
+            assert "Quarantined (0)" in c.get("/ui/queue").text  # restricted: not shown
+    finally:
+        m.close()

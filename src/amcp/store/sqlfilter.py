@@ -21,7 +21,10 @@ def where_clause(flt: RecordFilter) -> tuple[str, list[Any]]:
     parts: list[str] = ["1=1"]
     params: list[Any] = []
     if flt.lifecycles is not None:
-        parts.append(f"r.lifecycle IN ({_marks(len(flt.lifecycles))})")
+        # With ids named, a unary + keeps SQLite off the lifecycle index: it would walk every
+        # active record (~0.7 s at 100k) instead of looking the ids up (a recall's rerank).
+        column = "+r.lifecycle" if flt.ids is not None else "r.lifecycle"
+        parts.append(f"{column} IN ({_marks(len(flt.lifecycles))})")
         params.extend(lc.value for lc in flt.lifecycles)
     if flt.types is not None:
         parts.append(f"r.type IN ({_marks(len(flt.types))})")

@@ -8,7 +8,7 @@ http`` both serve it at ``/ui`` (``/`` redirects there) and the local API refere
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -19,6 +19,7 @@ from jinja2 import Environment, FileSystemLoader, select_autoescape
 
 from amcp.memory import Memory
 from amcp.session.policy import AccessPolicy
+from amcp.ui.overview import IntegrityCache
 from amcp.ui.session import COOKIE, SessionStore, Viewer
 
 T = TypeVar("T")
@@ -34,6 +35,7 @@ class UiContext:
     lock: threading.RLock
     sessions: SessionStore
     env: Environment
+    checks: IntegrityCache = field(default_factory=IntegrityCache)
     secure_cookie: bool = False  # set when served behind TLS (amcp http --tls ...)
 
     def locked(self, fn: Any, *args: Any, **kwargs: Any) -> Any:

@@ -7,6 +7,7 @@ store's totals (the size of someone else's scope is itself information).
 
 from __future__ import annotations
 
+import threading
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -17,8 +18,9 @@ from amcp.api.access import Caller
 from amcp.clock import Timestamp
 from amcp.errors import ConflictError
 from amcp.memory import Memory, WriteOutcome
+from amcp.retrieval.search import ChangeFeed
 from amcp.session.policy import Mode
-from amcp.store.base import RecordFilter, StoredRecord
+from amcp.store.base import RecordFilter
 from amcp.ui.actions import Done
 from amcp.ui.data import Locked, Row, row_of, visible
 
@@ -33,6 +35,7 @@ class Integrity:
     problems: tuple[str, ...]
     head: str
     took_ms: float
+    damaged: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,16 +81,36 @@ def growth(memory: Memory, locked: Locked, scopes: tuple[str, ...] | None) -> li
     return out
 
 
-def integrity(memory: Memory, locked: Locked) -> Integrity:
-    started = time.perf_counter()
-    rep = locked(memory.store.verify)
-    took = (time.perf_counter() - started) * 1000
-    return Integrity(rep.ok, rep.checked_changes, tuple(rep.problems), rep.head, took)
+class IntegrityCache:
+    """The last verification and the change-log head it covered. A full walk of the chain
+    costs ~1.5 s at 100k records, so the store page repeats it only once the log has moved
+    (the head names one commit generation); a store without a change feed is walked every
+    time."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._last: tuple[Any, Integrity] | None = None
+
+    def get(self, memory: Memory, locked: Locked) -> Integrity:
+        store: Any = memory.store
+        head = locked(store.change_head) if isinstance(store, ChangeFeed) else None
+        with self._lock:
+            if head is not None and self._last is not None and self._last[0] == head:
+                return self._last[1]
+        started = time.perf_counter()
+        rep = locked(memory.store.verify)
+        took = (time.perf_counter() - started) * 1000
+        found = Integrity(rep.ok, rep.checked_changes, tuple(rep.problems), rep.head, took,
+                          len(rep.damaged))
+        with self._lock:
+            self._last = (head, found) if head is not None else None
+        return found
 
 
-def store_page(memory: Memory, locked: Locked, who: Caller) -> StorePage:
+def store_page(memory: Memory, locked: Locked, who: Caller,
+               checks: IntegrityCache) -> StorePage:
     stats = locked(memory.stats)
-    check = integrity(memory, locked)
+    check = checks.get(memory, locked)
     if who.patterns(Mode.READ) is None:
         return StorePage(
             False, stats.records, dict(stats.by_lifecycle), dict(stats.by_type),
@@ -106,19 +129,26 @@ def store_page(memory: Memory, locked: Locked, who: Caller) -> StorePage:
 
 @runtime_checkable
 class Review(Protocol):
-    """What the queue needs of ``Memory`` to confirm and list held records. The integrity
-    and firewall work adds per-record quarantine; until ``Memory`` has these, the queue
-    lists drafts and can reject them (invalidate with a reason) but not confirm them."""
-
-    def quarantined(self, *, limit: int = 100) -> list[StoredRecord]: ...
+    """What the queue needs of ``Memory`` to confirm held drafts (the firewall work's
+    holding of instruction-shaped or contradicting writes). Until ``Memory`` has it, drafts
+    can be rejected (invalidated with a reason) but not confirmed."""
 
     def confirm(self, knowledge_id: str) -> WriteOutcome: ...
 
 
 @dataclass(frozen=True, slots=True)
+class Damaged:
+    """A record the store quarantined: it failed verification, so it is served nowhere and
+    its content cannot be shown (or confirmed); ``amcp verify`` reports on it."""
+
+    knowledge_id: str
+    why: str
+
+
+@dataclass(frozen=True, slots=True)
 class QueuePage:
     drafts: tuple[Row, ...]
-    quarantined: tuple[Row, ...]
+    damaged: tuple[Damaged, ...]  # empty for a caller restricted to some scopes
     can_confirm: bool
 
 
@@ -126,16 +156,16 @@ def queue_page(memory: Memory, locked: Locked, who: Caller) -> QueuePage:
     scopes = who.exact_read_scopes()
     flt = RecordFilter(scopes=tuple(scopes) if scopes else None, lifecycles=(Lifecycle.DRAFT,))
     drafts = locked(memory.list_records, flt, limit=QUEUE_PAGE)
-    held: list[StoredRecord] = []
+    rows = tuple(row_of(i) for i in drafts
+                 if i.record is not None and who.readable(i.record.meta.project_scope))
+    # A damaged record's scopes cannot be read from it: only a caller who may read every
+    # scope is shown the quarantine.
+    held: dict[str, str] = (
+        locked(memory.store.quarantined) if who.patterns(Mode.READ) is None else {}
+    )
+    damaged = tuple(Damaged(k, v) for k, v in sorted(held.items())[:QUEUE_PAGE])
     review: Any = memory
-    if isinstance(review, Review):
-        held = locked(review.quarantined, limit=QUEUE_PAGE)
-
-    def shown(items: list[StoredRecord]) -> tuple[Row, ...]:
-        return tuple(row_of(i) for i in items
-                     if i.record is not None and who.readable(i.record.meta.project_scope))
-
-    return QueuePage(shown(drafts), shown(held), isinstance(review, Review))
+    return QueuePage(rows, damaged, isinstance(review, Review))
 
 
 def confirm(memory: Memory, locked: Locked, who: Caller, knowledge_id: str, *,
@@ -161,6 +191,6 @@ def confirm(memory: Memory, locked: Locked, who: Caller, knowledge_id: str, *,
 
 
 __all__ = [
-    "Growth", "Integrity", "QueuePage", "Review", "StorePage", "confirm", "queue_page",
-    "store_page",
+    "Damaged", "Growth", "Integrity", "IntegrityCache", "QueuePage", "Review", "StorePage",
+    "confirm", "queue_page", "store_page",
 ]

@@ -93,7 +93,10 @@ def router(ctx: UiContext) -> APIRouter:
             pts = rp.curve
             chart = line_chart([p.day for p in pts], [p.value for p in pts], y_max=1.0,
                                x_labels=[f"day {p.day:.0f}" for p in pts], marker=rp.age_days)
-            return ctx.render(request, who, "record.html", rp=rp, chart=chart,
+            wts = rp.weights
+            weights = line_chart([p.day for p in wts], [p.value for p in wts], y_max=1.0,
+                                 x_labels=["written"] + [f"round {i}" for i in range(1, len(wts))])
+            return ctx.render(request, who, "record.html", rp=rp, chart=chart, weights=weights,
                               done=DONE.get(done), short_id=actions.short_id(knowledge_id))
 
         return page(request, build)
@@ -101,7 +104,7 @@ def router(ctx: UiContext) -> APIRouter:
     @r.get("/store", response_class=HTMLResponse)
     def store(request: Request) -> HTMLResponse:
         def build(who: Viewer) -> HTMLResponse:
-            sp = overview.store_page(ctx.memory, ctx.locked, who.caller)
+            sp = overview.store_page(ctx.memory, ctx.locked, who.caller, ctx.checks)
             chart = line_chart(list(range(len(sp.growth))), [g.records for g in sp.growth],
                                x_labels=[g.when for g in sp.growth], y_format="{:.0f}")
             return ctx.render(request, who, "store.html", sp=sp, chart=chart)

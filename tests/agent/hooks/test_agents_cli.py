@@ -32,10 +32,9 @@ BIN = PREFIX / "node_modules" / ".bin"
 
 @pytest.fixture(scope="session")
 def agents_bin() -> Path:
-    wanted = {"codex", "gemini", "opencode"}
+    wanted = ("codex", "gemini", "opencode")
     if not all((BIN / name).exists() for name in wanted):
-        for spec in AGENTS:
-            npm_install(spec, PREFIX)
+        npm_install(AGENTS, PREFIX, BIN / wanted[-1])
     return BIN
 
 
@@ -46,8 +45,13 @@ def env(tmp_path: Path) -> dict[str, str]:
     amcp_home = tmp_path / "amcp"
     with Memory(amcp_home / "memory.db", embedder="hashing") as mem:
         mem.remember("Deploys happen on Thursday", scope="project:proj")
+    # The store's head is witnessed in amcp's per-user state directory, which follows HOME:
+    # the agents (and the `amcp mcp` they start) get a private HOME, so name it for them.
+    from amcp.paths import state_dir
+
     return {**{k: v for k, v in os.environ.items() if not k.startswith(("AMCP_", "XDG_"))},
            "HOME": str(home), "AMCP_HOME": str(amcp_home), "AMCP_NODE": "off",
+           "AMCP_STATE_DIR": state_dir(),
            "CODEX_HOME": str(home / ".codex"), "PATH": f"{BIN}{os.pathsep}"
            f"{os.environ['PATH']}", "NO_COLOR": "1", "CI": "1"}
 

@@ -44,6 +44,9 @@ GEMINI_EVENTS: tuple[tuple[str, str, str | None], ...] = (
     ("AfterAgent", "gemini-stop", None),
 )
 GEMINI_TIMEOUT_MS = 10_000
+# `amcp mcp` opens and verifies the store and loads the MCP stack before it answers: ~1 s
+# on a quiet machine, several under load — past Gemini's and OpenCode's 5 s defaults.
+MCP_TIMEOUT_MS = 60_000
 EXTENSION = "amcp"
 TOML_BEGIN = "# >>> amcp (written by `amcp hooks install codex`; re-run to refresh)"
 TOML_END = "# <<< amcp"
@@ -134,7 +137,7 @@ def gemini_extension(amcp_home: str | None, python: str | None = None
     manifest = {"name": EXTENSION, "version": "0.1.0",
                 "description": "amcp memory: recall, capture and outcomes for Gemini CLI",
                 "contextFileName": "AMCP.md",
-                "mcpServers": {"amcp": _server(amcp_home)}}
+                "mcpServers": {"amcp": {**_server(amcp_home), "timeout": MCP_TIMEOUT_MS}}}
     hooks, _, _ = merge_settings({}, python, events=GEMINI_EVENTS, timeout=GEMINI_TIMEOUT_MS)
     return {
         "gemini-extension.json": json.dumps(manifest, indent=2) + "\n",
@@ -172,6 +175,7 @@ def install_opencode(project: Path, *, amcp_home: str | None = None) -> AgentIns
         raise ValidationError(f"{path}: mcp", "is not an object")
     server = _server(amcp_home)
     mcp["amcp"] = {"type": "local", "command": [server["command"], "mcp"], "enabled": True,
+                   "timeout": MCP_TIMEOUT_MS,
                    **({"environment": server["env"]} if "env" in server else {})}
     instructions = config.setdefault("instructions", [])
     if not isinstance(instructions, list):
