@@ -32,8 +32,11 @@ from amcp.store import sqlite_rows as col
 from amcp.store.rowseal import digest_of
 from amcp.store.sqlite import SQLiteStore
 
-WORDS = ("deploy cache planner tabs spaces postgres redis kafka billing invoice alice bob "
-         "thursday friday window review incident outage token budget latency").split()
+WORDS = (
+    "deploy", "cache", "planner", "tabs", "spaces", "postgres", "redis", "kafka", "billing",
+    "invoice", "alice", "bob", "thursday", "friday", "window", "review", "incident",
+    "outage", "token", "budget", "latency",
+)
 
 
 def build(path: Path, size: int) -> None:
