@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from amcp.errors import IntegrityError, StoreError
+from amcp.errors import StoreError, StoreIntegrityError
 from amcp.subkeys import derive_key
 
 if TYPE_CHECKING:  # imported where used: checksum-only readers never load cryptography
@@ -161,7 +161,7 @@ class Keyring:
         try:
             return self._aead.decrypt(blob[:_NONCE], blob[_NONCE:], aad)
         except Exception as exc:  # cryptography raises InvalidTag; any failure means the same
-            raise IntegrityError(
+            raise StoreIntegrityError(
                 "encrypted record does not decrypt: tampered or wrong key"
             ) from exc
 
@@ -170,19 +170,32 @@ class Keyring:
     def _witness_path(self, store_id: str, kind: str = "head", where: Path | None = None) -> Path:
         return (where or self.witness_dirs[0]) / f"{store_id}.{kind}"
 
-    def read_witness(self, store_id: str) -> Witness | None:
+    def places(self, also: Sequence[Path] = ()) -> list[Path]:
+        """This keyring's witness directories, then ``also`` (a store's remembered ones)."""
+        return list(dict.fromkeys([*self.witness_dirs, *also]))
+
+    def read_witness(self, store_id: str, also: Sequence[Path] = ()) -> Witness | None:
         """The latest head any witness directory has seen (None: none has seen one)."""
-        seen = [self._read_mark(self._witness_path(store_id, where=d)) for d in self.witness_dirs]
-        found = [w for w in seen if w is not None]
+        found = [w for _d, w in self.read_witnesses(store_id, also) if w is not None]
         return max(found, key=lambda w: w.seq) if found else None
 
-    def read_witnesses(self, store_id: str) -> list[tuple[Path, Witness | None]]:
-        """Each witness directory with what it has seen of ``store_id``."""
-        return [
-            (d, self._read_mark(self._witness_path(store_id, where=d))) for d in self.witness_dirs
-        ]
+    def read_witnesses(
+        self, store_id: str, also: Sequence[Path] = ()
+    ) -> list[tuple[Path, Witness | None]]:
+        """Each witness directory with what it has seen of ``store_id``. A directory that
+        cannot be read counts as having seen nothing (a missing witness is judged by the
+        caller: all of them missing is what matters)."""
+        out: list[tuple[Path, Witness | None]] = []
+        for where in self.places(also):
+            try:
+                out.append((where, self._read_mark(self._witness_path(store_id, where=where))))
+            except OSError:
+                out.append((where, None))
+        return out
 
-    def write_witness(self, store_id: str, witness: Witness) -> None:
+    def write_witness(
+        self, store_id: str, witness: Witness, also: Sequence[Path] = ()
+    ) -> None:
         """Overwrite the witness in place: one fixed-width write, no fsync, no rename.
 
         It runs after every committed write, so it must be cheap (an fsync + rename costs
@@ -190,7 +203,7 @@ class Keyring:
         the last commits; it never refuses a good store. One write below a disk sector does
         not tear in practice, and the fixed width means no stale tail can remain.
         """
-        for where in self.witness_dirs:
+        for where in self.places(also):
             self._write_mark(self._witness_path(store_id, where=where), witness)
 
     def read_verified(self, store_id: str) -> Witness | None:
@@ -200,7 +213,7 @@ class Keyring:
         the whole log instead of refusing the store."""
         try:
             return self._read_mark(self._witness_path(store_id, "verified"))
-        except (IntegrityError, OSError):
+        except (StoreIntegrityError, OSError):
             return None
 
     def write_verified(self, store_id: str, mark: Witness) -> None:
@@ -214,7 +227,7 @@ class Keyring:
             seq_text, head = path.read_text().split()
             return Witness(int(seq_text), head)
         except ValueError as exc:
-            raise IntegrityError(f"witness file {path} is malformed") from exc
+            raise StoreIntegrityError(f"witness file {path} is malformed") from exc
 
     @staticmethod
     def _write_mark(path: Path, mark: Witness) -> None:

@@ -25,6 +25,7 @@ from amcp.errors import (
     GoneError,
     NotFoundError,
     Status,
+    StoreIntegrityError,
     ValidationError,
 )
 from amcp.keyring import Keyring
@@ -79,6 +80,8 @@ class Memory(WritePath):
         check_embedder: bool = True,
     ) -> None:
         self.path = Path(path)
+        if not self.path.parent.is_dir():  # private from the start: it holds memories and keys
+            self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         self.keyring = Keyring(Path(key_dir) if key_dir else self.path.parent / "keys")
         self.store: Store = store or SQLiteStore(
             self.path, self.keyring, verify_on_open=verify_on_open
@@ -130,7 +133,22 @@ class Memory(WritePath):
         context, created_at, ttl, session, ...). ``sensitive`` records are encrypted at rest
         and redacted in recall and exports unless revealed.
         """
+        if sensitive:
+            fields = self._salted(fields)
         return self.put(self.compose(text, **fields), sensitive=sensitive)
+
+    def _salted(self, fields: dict[str, Any]) -> dict[str, Any]:
+        """A sensitive record's creator gets a random fragment (``#salt=…``, 128 bits).
+
+        Its knowledge id, checksum and envelope are unkeyed hashes of its content, stored in
+        clear (they are how records are named and checked everywhere): without unknown
+        input in what they hash, anyone holding the file could confirm a guessed secret —
+        a 4-digit PIN is 10,000 guesses. The creator is hashed into all three and is still
+        this node's URI to anyone reading it."""
+        import secrets
+
+        creator = fields.get("created_by") or self.node_uri
+        return {**fields, "created_by": f"{creator}#salt={secrets.token_urlsafe(16)}"}
 
     def compose(self, text: str | None = None, **fields: Any) -> AMFRecord:
         """Validate fields and build a sealed record signed by this node, without storing it.
@@ -150,6 +168,8 @@ class Memory(WritePath):
         for item in items:
             fields = dict(item)
             sensitive = bool(fields.pop("sensitive", False))
+            if sensitive:
+                fields = self._salted(fields)
             composed.append((self.compose(fields.pop("text", None), **fields), sensitive))
         return self.put_many(composed)
 
@@ -255,8 +275,8 @@ class Memory(WritePath):
         found = self.store.get(knowledge_id)
         if found is None:
             why = self.store.quarantined().get(knowledge_id)
-            if why is not None:
-                raise NotFoundError(
+            if why is not None:  # a problem of this store, not of the caller (500)
+                raise StoreIntegrityError(
                     f"{knowledge_id} is quarantined: {why}; run `amcp verify` for the report"
                 )
             raise NotFoundError(f"no record {knowledge_id}")
@@ -326,6 +346,17 @@ class Memory(WritePath):
 
     def stats(self) -> StoreStats:
         return self.store.stats()
+
+    def warnings(self) -> tuple[str, ...]:
+        """What every answer should carry: records that failed verification are left out
+        of it (quarantined). Empty when the store is whole."""
+        bad = self.store.quarantined()
+        if not bad:
+            return ()
+        return (
+            f"{len(bad)} record(s) failed verification and are quarantined (left out of "
+            "every answer); run `amcp verify` for the report",
+        )
 
     def _view(self, item: StoredRecord, reveal: bool) -> StoredRecord:
         if item.record is None:

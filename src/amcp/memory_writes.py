@@ -7,12 +7,12 @@ facade; ``Memory`` supplies the store, clock, embedder, searcher and ``atomic``.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from amcp.amf.ids import check_size, content_key, parse_record, verify_integrity
+from amcp.amf.ids import check_size, content_key, verify_integrity
 from amcp.amf.record import AMFRecord
 from amcp.amf.timefmt import parse_ts
 from amcp.amf.types import Lifecycle
@@ -21,7 +21,7 @@ from amcp.errors import ConflictError, GoneError, PreconditionFailed, Status
 from amcp.retrieval.indexing import embed_text, index_context, index_text
 from amcp.retrieval.lexical import index_terms
 from amcp.retrieval.search import HybridSearcher
-from amcp.store.base import PutItem, PutResult, RecordFilter, Store
+from amcp.store.base import PutItem, PutResult, RecordFilter, Store, StoredRecord
 
 if TYPE_CHECKING:
     import numpy as np
@@ -63,38 +63,30 @@ class WritePath:
     ) -> WriteOutcome:
         """Store a complete AMF record (from the wire, an import or ``remember``).
 
-        Order as PROFILE §6: shape (400) → same id, other content (409) → id/checksum
-        (IntegrityError) → causal predecessors exist (412) → store (201, or 200 if stored).
+        The write rules are ``admit_write``'s (PROFILE §6 order), the same for every path.
         """
-        if not isinstance(record, AMFRecord):
-            shaped = AMFRecord.from_dict(record)
-            existing = self.store.get(shaped.knowledge_id)
-            if existing is not None and existing.record is not None:
-                before = existing.record
-                # 409 is about content, not the claimed checksum: an edited record that kept
-                # its old checksum field is a conflict here, not (yet) a forged checksum.
-                if (before.core, before.meta, before.type) != (
-                    shaped.core,
-                    shaped.meta,
-                    shaped.type,
-                ):
-                    raise ConflictError(
-                        f"{shaped.knowledge_id} already exists with different content; write a "
-                        "new record with causal.supersedes instead"
-                    )
-            record = parse_record(record)
-        else:
-            verify_integrity(record)  # already shaped: only its id/checksum/signature to check
-            check_size(record)
-        refs = (*(record.causal.caused_by or ()), record.causal.supersedes) if record.causal else ()
-        for ref in (r for r in refs if r):
-            if self.store.get(ref) is None:
-                raise PreconditionFailed(f"causal predecessor {ref} is not stored here")
+        shaped, existing = admit_write(self.store, record)
+        if existing is not None:
+            return WriteOutcome(shaped.knowledge_id, Status.OK, existing.state.hlc)
         if dedup:
-            same = self.store.find_same_content(record)
-            if same is not None and same.knowledge_id != record.knowledge_id:
+            same = self.store.find_same_content(shaped)
+            if same is not None and same.knowledge_id != shaped.knowledge_id:
                 return WriteOutcome(same.knowledge_id, Status.OK, same.state.hlc, same.knowledge_id)
-        return self._store_new(record, sensitive=sensitive, lifecycle=lifecycle)
+        return self._store_new(shaped, sensitive=sensitive, lifecycle=lifecycle)
+
+    def put_batch(
+        self, records: Sequence[AMFRecord | Mapping[str, Any]], *, dedup: bool = True
+    ) -> list[WriteOutcome]:
+        """A batch of records from the wire: every one admitted by ``admit_write`` first (a
+        predecessor may come earlier in the same batch), then all stored in one transaction
+        — a 400/409/412/410 on any record stores none of them."""
+        admitted: list[tuple[AMFRecord, bool]] = []
+        present: set[str] = set()
+        for raw in records:
+            shaped, _existing = admit_write(self.store, raw, also_present=present)
+            present.add(shaped.knowledge_id)
+            admitted.append((shaped, False))
+        return self.put_many(admitted, dedup=dedup)
 
     def _store_new(
         self,
@@ -138,13 +130,11 @@ class WritePath:
         fresh: list[tuple[int, AMFRecord, bool]] = []
         same_in_batch: dict[str, int] = {}  # content key -> index in `fresh`
         copies: list[tuple[int, int]] = []  # (index in `out`, index in `fresh`)
-        for record, sensitive in records:
-            existing = self.store.get(record.knowledge_id)
+        present: set[str] = set()
+        for given, sensitive in records:
+            record, existing = admit_write(self.store, given, also_present=present)
+            present.add(record.knowledge_id)
             if existing is not None:
-                if existing.record is None:
-                    raise GoneError(f"{record.knowledge_id} was purged")
-                if existing.record.integrity.checksum != record.integrity.checksum:
-                    raise ConflictError(f"{record.knowledge_id} exists with different content")
                 out.append(WriteOutcome(record.knowledge_id, Status.OK, existing.state.hlc))
                 continue
             if dedup:
@@ -245,6 +235,47 @@ class WritePath:
         return [(kid, round(s, 4)) for kid, s in hits if s >= NEAR_DUPLICATE]
 
 
+def admit_write(
+    store: Store,
+    record: AMFRecord | Mapping[str, Any],
+    *,
+    also_present: Collection[str] = (),
+) -> tuple[AMFRecord, StoredRecord | None]:
+    """The write rules, once, for every path (remember, put, batch, node, sync, import).
+
+    PROFILE §6 order: shape (400) → a purged id (410) → the id stored with other content
+    (409: core, meta, type, or — when both carry one — the envelope) → id, checksum,
+    envelope and signature recomputed (IntegrityError: a violation on the wire) → causal
+    predecessors stored here or earlier in the same batch (``also_present``; 412). Returns
+    the shaped record and, for an identical re-write (200, idempotent), the stored copy.
+    """
+    shaped = record if isinstance(record, AMFRecord) else AMFRecord.from_dict(record)
+    existing = store.get(shaped.knowledge_id)
+    if existing is not None:
+        before = existing.record
+        if before is None:
+            raise GoneError(f"{shaped.knowledge_id} was purged and cannot be stored again")
+        envelopes = (before.integrity.envelope, shaped.integrity.envelope)
+        # 409 is about content, not the claimed checksum: an edited record that kept its old
+        # checksum field is a conflict here, not (yet) a forged checksum.
+        if (before.core, before.meta, before.type) != (shaped.core, shaped.meta, shaped.type) or (
+            None not in envelopes and envelopes[0] != envelopes[1]
+        ):
+            raise ConflictError(
+                f"{shaped.knowledge_id} already exists with different content; write a new "
+                "record with causal.supersedes instead"
+            )
+    verify_integrity(shaped)
+    check_size(shaped)
+    if existing is not None:
+        return shaped, existing
+    refs = (*(shaped.causal.caused_by or ()), shaped.causal.supersedes) if shaped.causal else ()
+    for ref in (r for r in refs if r and r not in also_present):
+        if store.get(ref) is None:
+            raise PreconditionFailed(f"causal predecessor {ref} is not stored here")
+    return shaped, None
+
+
 def _expiry(record: AMFRecord) -> float | None:
     ttl = record.vendor_extensions.get("x-ttl")
     if ttl is None or isinstance(ttl, bool) or not isinstance(ttl, int | float):
@@ -252,4 +283,4 @@ def _expiry(record: AMFRecord) -> float | None:
     return parse_ts(record.meta.created_at).timestamp() + float(ttl)
 
 
-__all__ = ["NEAR_DUPLICATE", "WriteOutcome", "WritePath"]
+__all__ = ["NEAR_DUPLICATE", "WriteOutcome", "WritePath", "admit_write"]

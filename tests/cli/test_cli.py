@@ -55,7 +55,7 @@ def test_remember_recall_show_forget_purge(store: Path) -> None:
     assert code == 0 and "tombstone" in out
     code, out = run("stats", "--store", s, "--json")
     data = json.loads(out)
-    assert data["records"] == 2 and data["integrity"] == "ok"
+    assert data["records"] == 2 and data["integrity"]["ok"] is True
     assert data["by_lifecycle"] == {"invalidated": 1, "purged": 1}
 
 

@@ -11,6 +11,7 @@ from amcp.errors import (
     ConflictError,
     EmbeddingMismatchError,
     GoneError,
+    IntegrityError,
     NotFoundError,
     PreconditionFailed,
     Status,
@@ -259,9 +260,14 @@ def test_put_many_refuses_purged_and_conflicting(mem: Memory) -> None:
     fresh = mem.compose("fresh")
     with pytest.raises(GoneError):
         mem.put_many([(fresh, False), (gone, False)])
+    # Same content under the stored id, a forged checksum: not a conflict of content (409)
+    # but a checksum that does not match it — the same answer put gives (PROFILE §6 order).
     forged = replace(kept, integrity=replace(kept.integrity, checksum="sha256:" + "3" * 64))
-    with pytest.raises(ConflictError):
+    with pytest.raises(IntegrityError):
         mem.put_many([(fresh, False), (forged, False)])
+    edited = replace(kept, core=replace(kept.core, object="edited"))
+    with pytest.raises(ConflictError):
+        mem.put_many([(fresh, False), (edited, False)])
     assert mem.store.get(fresh.knowledge_id) is None
     assert [o.status for o in mem.put_many([(kept, False)])] == [Status.OK]
 

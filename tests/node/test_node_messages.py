@@ -47,7 +47,7 @@ def test_every_message_type(mem: Memory, encryption: bool, compression: bool) ->
                                                                  big["knowledge_id"]]
             state = got.records[0]["vendor_extensions"]["x-state"]
             assert set(state) == {"lifecycle", "decay_status", "effective_confidence", "weight",
-                                  "access_count_7d", "last_access", "tier"}
+                                  "access_count_7d", "last_access", "tier", "envelope"}
             assert state["lifecycle"] == "active"
             # MEMORY_READ {query}
             hits = await c.recall("which build tool", k=3)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from amcp.errors import IntegrityError, StoreError
+from amcp.errors import StoreError, StoreIntegrityError
 from amcp.memory import Memory
 from amcp.retrieval.search import SearchTuning
 from amcp.store import fastread
@@ -149,7 +149,7 @@ def test_rollback_against_the_witness_is_refused(store: Path, tmp_path: Path) ->
     raw.execute("DELETE FROM changes WHERE seq = (SELECT MAX(seq) FROM changes)")
     raw.commit()
     raw.close()
-    with pytest.raises(IntegrityError, match="rolled back"):
+    with pytest.raises(StoreIntegrityError, match="rolled back"):
         FastReader(db)
 
 

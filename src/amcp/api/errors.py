@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from amcp.errors import AmcpError, IntegrityError, Status, ValidationError
+from amcp.errors import AmcpError, Status, ValidationError
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,8 +41,6 @@ def problem_for(exc: AmcpError) -> Problem:
     """Translate any AmcpError for HTTP."""
     status = int(exc.status)
     http = http_status_for(status)
-    if isinstance(exc, IntegrityError) and "stored" in exc.message.lower():
-        http = 500  # our own bytes failed their checksum: not the caller's fault
     field = exc.field if isinstance(exc, ValidationError) and exc.field else None
     return Problem(http, status, exc.message, field)
 

@@ -400,9 +400,11 @@ def _wire(
     """Body caps (``limits``: JSON, import), the browser checks of ``amcp.api.guard``
     (``hosts``: names answered besides IP literals and localhost), error handlers, and the
     local ``/docs`` plus, with ``ui``, the web inspector at ``/ui`` (``amcp.ui``)."""
+    from amcp.api.warnings import IntegrityWarnings
     from amcp.ui.app import install_ui
 
     app.add_middleware(BodyLimit, default=limits[0], overrides={"/v1/import": limits[1]})
+    app.add_middleware(IntegrityWarnings, warnings=memory.warnings)
     # Added last, so it runs first: a forged Host or cross-site write never reaches a route.
     app.add_middleware(RequestGuard, hosts=HostPolicy(hosts), form_prefixes=("/ui/",))
     _install_error_handlers(app)

@@ -82,6 +82,8 @@ class RecallResult(BaseModel):
     untrusted_content: bool = True
     query: str
     results: list[RecalledMemory]
+    # Records that failed verification are left out of every answer; this says so.
+    warnings: list[str] = []
 
 
 class ForgetResult(BaseModel):
@@ -246,11 +248,13 @@ def build_mcp(memory: Memory, *, name: str = "amcp") -> MCPServer[Any]:
             for h in result.hits
             if (rec := h.item.record) is not None
         ]
+        warnings = list(memory.warnings())
         text = memory_block(
             (m.model_dump() for m in found),
-            heading=f"Recalled {len(found)} memories for the query.",
+            heading=f"Recalled {len(found)} memories for the query."
+            + "".join(f" Warning: {w}" for w in warnings),
         )
-        structured = RecallResult(query=query, results=found)
+        structured = RecallResult(query=query, results=found, warnings=warnings)
         return CallToolResult(
             content=[TextContent(type="text", text=text)],
             structured_content=structured.model_dump(mode="json"),

@@ -246,7 +246,8 @@ def stats(store: StoreOpt = None, json_: JsonOpt = False) -> None:
     """Counts by lifecycle, type and scope; size; embedding model."""
     with open_memory(store, "auto") as mem:
         s = mem.stats()
-        report = mem.store.verify()
+        report = mem.store.verify()  # the whole chain, signed head, row digest, witnesses
+        quarantined = len(mem.store.quarantined())
     data = {
         "records": s.records,
         "by_lifecycle": s.by_lifecycle,
@@ -257,7 +258,13 @@ def stats(store: StoreOpt = None, json_: JsonOpt = False) -> None:
         "bytes": s.bytes,
         "embedding_model": s.embedding_model,
         "schema_version": s.schema_version,
-        "integrity": "ok" if report.ok else list(report.problems),
+        "integrity": {
+            "check": "chain, signed head, row count and digest, witnesses "
+            "(every record body: `amcp verify`)",
+            "ok": report.ok,
+            "problems": list(report.problems),
+            "quarantined": quarantined,
+        },
     }
     if json_:
         emit_json(data)
@@ -307,6 +314,7 @@ from amcp.cli.portability_cmd import export_cmd, import_cmd  # noqa: E402
 from amcp.cli.serve_cmd import serve, trust_app  # noqa: E402
 from amcp.cli.setup_cmd import setup_cmd  # noqa: E402
 from amcp.cli.ui_cmd import ui  # noqa: E402
+from amcp.cli.verify_cmd import verify  # noqa: E402
 
 app.command()(serve)
 app.add_typer(trust_app, name="trust")
@@ -325,6 +333,7 @@ app.command("import")(import_cmd)
 app.command("export")(export_cmd)
 app.add_typer(brain_app, name="brain")
 app.command("setup")(setup_cmd)
+app.command("verify")(verify)
 
 
 def main() -> None:

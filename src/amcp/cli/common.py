@@ -45,6 +45,8 @@ def open_memory(
     mem = Memory(path, embedder=None if embedder == "none" else embedder)
     try:
         yield mem
+        for warning in mem.warnings():
+            err.print(f"warning: {warning}")
     finally:
         mem.close()
 

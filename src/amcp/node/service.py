@@ -17,7 +17,6 @@ from typing import Any
 from amcp.amf.record import AMFRecord
 from amcp.errors import (
     AmcpError,
-    ConflictError,
     ForbiddenError,
     NotFoundError,
     Status,
@@ -257,10 +256,10 @@ class NodeService:
                 raise ValidationError("batch", "must be a non-empty list of AMF records")
             if len(batch) > MAX_BATCH:
                 raise ValidationError("batch", f"at most {MAX_BATCH} records per write")
-            # Shape and scope of every record first, so a 400/403 stores nothing.
-            for amf in batch:
-                self._check_amf(amf, peer)
-            outcomes = [self.memory.put(amf) for amf in batch]
+            # Shape and scope of every record first, so a 400/403 stores nothing; then the
+            # write rules for all and one transaction (Memory.put_batch).
+            shaped = [self._check_amf(amf, peer) for amf in batch]
+            outcomes = self.memory.put_batch(shaped)
             created = any(o.created for o in outcomes)
             return Reply(M.MEMORY_WRITE_ACK, {
                 "knowledge_ids": [o.knowledge_id for o in outcomes],
@@ -276,25 +275,14 @@ class NodeService:
         return self._ack(self._put(record, peer))
 
     def _check_amf(self, amf: Any, peer: Peer) -> AMFRecord:
-        shaped = AMFRecord.from_dict(amf)  # 400 before anything else (PROFILE §6 order)
+        """Shape (400) and the caller's right to write its scopes (403); the rest of the
+        write rules are ``memory_writes.admit_write``'s, as for every other path."""
+        shaped = AMFRecord.from_dict(amf)
         self.check_write(peer, shaped.meta.project_scope)
-        # 409 is decided on content, before the id/checksum check: a record re-sent under
-        # an existing id with other core/meta is a conflict even when it still carries the
-        # stored checksum (T1-05 edits core.object and nothing else).
-        existing = self.memory.store.get(shaped.knowledge_id)
-        if existing is not None and existing.record is not None and (
-            existing.record.core != shaped.core or existing.record.meta != shaped.meta
-        ):
-            raise ConflictError(
-                f"{shaped.knowledge_id} already exists with different content; "
-                "write a new record with causal.supersedes instead"
-            )
         return shaped
 
     def _put(self, amf: Any, peer: Peer) -> WriteOutcome:
-        self._check_amf(amf, peer)
-        # Memory.put continues PROFILE §6: 409 → id/checksum (IntegrityError) → 412 → store.
-        return self.memory.put(amf)
+        return self.memory.put(self._check_amf(amf, peer))
 
     @staticmethod
     def _ack(outcome: WriteOutcome) -> Reply:

@@ -82,6 +82,9 @@ def x_state(memory: Memory, item: StoredRecord, now: float) -> dict[str, Any]:
         "access_count_7d": memory.store.access_count_since(item.knowledge_id, now - WEEK),
         "last_access": iso(state.last_access),
         "tier": 0,
+        # PROFILE §6: a record written without an envelope (an older writer) is served
+        # marked so; only its core and meta are covered by what was verified.
+        "envelope": "verified" if record.integrity.envelope is not None else "unverified",
     }
 
 

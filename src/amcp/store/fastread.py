@@ -32,7 +32,7 @@ from collections.abc import Sequence
 
 import msgpack
 
-from amcp.errors import IntegrityError, StoreError
+from amcp.errors import StoreError, StoreIntegrityError
 from amcp.lean import TYPE_CHECKING, NamedTuple
 from amcp.store import termstats
 from amcp.store.admit import GLOBAL, row_scopes
@@ -175,22 +175,22 @@ class FastReader:
             except FileNotFoundError:
                 continue
             except OSError as exc:
-                raise IntegrityError(f"witness file {path} is unreadable: {exc}") from exc
+                raise StoreIntegrityError(f"witness file {path} is unreadable: {exc}") from exc
             found = True
             try:
                 seq_text, head = text.split()
                 seq = int(seq_text)
             except ValueError as exc:
-                raise IntegrityError(f"witness file {path} is malformed") from exc
+                raise StoreIntegrityError(f"witness file {path} is malformed") from exc
             if seq > last:
-                raise IntegrityError(f"{self.path} was rolled back: the witness has seen "
+                raise StoreIntegrityError(f"{self.path} was rolled back: the witness has seen "
                                      f"change {seq}, the log ends at {last}")
             row = self._q("SELECT hash FROM changes WHERE seq=?", (seq,))
             if seq and (not row or row[0][0] != head):
-                raise IntegrityError(f"{self.path}: the change log differs from the witnessed "
+                raise StoreIntegrityError(f"{self.path}: the change log differs from the witnessed "
                                      "history")
         if not found and self.meta("witnessed"):
-            raise IntegrityError(f"{self.path}: the witness of this store is missing from "
+            raise StoreIntegrityError(f"{self.path}: the witness of this store is missing from "
                                  f"{', '.join(self.witness_dirs)}; run `amcp verify`")
 
     def _decode(self, body: bytes, kid: str, sensitive: bool) -> dict[str, Any] | None:

@@ -17,6 +17,7 @@ sessions) is indexed as ``<id>``, and bare evidence in the node's own session-id
 from __future__ import annotations
 
 import re
+
 from amcp.lean import TYPE_CHECKING
 
 if TYPE_CHECKING:

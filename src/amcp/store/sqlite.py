@@ -20,24 +20,18 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import msgpack
-
 from amcp.amf.canonical import canonical_packb
-from amcp.amf.ids import content_key, public_key_text, verify_integrity
+from amcp.amf.ids import content_key, public_key_text
 from amcp.amf.record import AMFRecord
 from amcp.amf.types import Lifecycle
 from amcp.errors import (
     AmcpError,
-    ConflictError,
-    GoneError,
-    IntegrityError,
-    NotFoundError,
     StoreError,
     StoreIntegrityError,
 )
 from amcp.keyring import Keyring, Witness
 from amcp.store import sqlite_rows as col
-from amcp.store import termpeaks, termstats
+from amcp.store import termstats
 from amcp.store.admit import admits, scopes_text
 from amcp.store.base import (
     ChangeOp,
@@ -46,18 +40,20 @@ from amcp.store.base import (
     PutResult,
     RecordFilter,
     StoredRecord,
-    stored_record,
 )
 from amcp.store.chain import EMPTY_HEAD, GENESIS, link_hash, sign_head
 from amcp.store.rowseal import Sealer
 from amcp.store.schema import migrate
 from amcp.store.sqlfilter import where_clause
 from amcp.store.sqlite_access import AccessStats
+from amcp.store.sqlite_batch import Batch, rewrite_result
 from amcp.store.sqlite_changes import ChangeLog
-from amcp.store.sqlite_derived import EVENTS_SQL, LINKS_SQL, backfill, event_rows, link_rows
+from amcp.store.sqlite_derived import backfill, event_rows, link_rows
 from amcp.store.sqlite_index import IndexReads
-from amcp.store.sqlite_rows import INSERT_SEALED, ROW_COLS, UPDATE_SEALED
+from amcp.store.sqlite_rows import GET_BY_ID, ROW_COLS
 from amcp.store.sqlite_seals import backfill_seals
+from amcp.store.sqlite_state import StateChanges
+from amcp.store.sqlite_verified import VerifiedReads
 from amcp.store.walwatch import WalWatch
 
 if TYPE_CHECKING:
@@ -65,7 +61,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-_DECODED_CACHE = 20_000  # decoded records kept; ~2 KB each
 _HOT_ROWS = 4096  # rows of records read by id lately (SQLiteStore._row_by_id)
 _IN_CHUNK = 500  # ids per "IN (...)" lookup: below SQLite's default 999 bound parameters
 
@@ -89,12 +84,9 @@ def _restrict(path: Path) -> None:
                 name.chmod(_FILE_MODE)
 
 
-# Built once: sqlite3 looks statements up by their text, and an f-string per read would
-# build and hash this text again every time.
-_GET_BY_ID = f"SELECT {ROW_COLS} FROM records r WHERE r.knowledge_id=?"
 
 
-class SQLiteStore(ChangeLog, IndexReads, AccessStats):
+class SQLiteStore(StateChanges, VerifiedReads, ChangeLog, IndexReads, AccessStats):
     """``Store`` over a single SQLite file. Thread-safe through one re-entrant lock.
 
     Reads serve only rows whose seal verifies (``rowseal``) and records whose body matches
@@ -194,6 +186,7 @@ class SQLiteStore(ChangeLog, IndexReads, AccessStats):
             # The empty head is witnessed before the commit that says it is, so no reader
             # ever finds a store that claims a witness which does not exist yet.
             self.keyring.write_witness(self.store_id, Witness(0, GENESIS))
+            self._remember_places()
             self._upsert_meta("witnessed", "1")
         return self.store_id
 
@@ -300,7 +293,7 @@ class SQLiteStore(ChangeLog, IndexReads, AccessStats):
             seq, prev = self._last_change()
             top = self._db.execute("SELECT COALESCE(MAX(rowid), 0) FROM records").fetchone()
             rowid = int(top[0])
-            batch = _Batch()
+            batch = Batch()
             counts = termstats.Deltas()  # per-scope term statistics of the active ones
             now = time.time()
             for item in items:
@@ -309,7 +302,7 @@ class SQLiteStore(ChangeLog, IndexReads, AccessStats):
                 checksum = record.integrity.checksum
                 found = known.get(kid)
                 if found is not None:
-                    results.append(_rewrite_result(kid, checksum, found))
+                    results.append(rewrite_result(kid, checksum, found))
                     continue
                 seq += 1
                 rowid += 1
@@ -331,7 +324,7 @@ class SQLiteStore(ChangeLog, IndexReads, AccessStats):
         return results
 
     def _stage_put(
-        self, batch: _Batch, item: PutItem, rowid: int, seq: int, prev: str, now: float
+        self, batch: Batch, item: PutItem, rowid: int, seq: int, prev: str, now: float
     ) -> str:
         """Add one new record's rows to ``batch``; returns its change's chain hash."""
         record = item.record
@@ -351,9 +344,12 @@ class SQLiteStore(ChangeLog, IndexReads, AccessStats):
         batch.changes.append(
             (seq, item.hlc, ChangeOp.PUT.value, kid, canonical_packb(details), digest)
         )
+        creator = record.meta.created_by
+        if item.sensitive:  # its salt (Memory._salted) lives only in the encrypted body
+            creator = creator.partition("#salt=")[0]
         values = (
             kid, record.type.value, record.kind, record.core.subject, record.meta.created_at,
-            record.meta.created_by, scopes_text(record.meta.project_scope),
+            creator, scopes_text(record.meta.project_scope),
             item.lifecycle.value, item.hlc, None, None, item.expires_at, int(item.sensitive),
             0.5, record.integrity.checksum, record.integrity.envelope,
             self.content_key(record), now, seq,
@@ -390,59 +386,6 @@ class SQLiteStore(ChangeLog, IndexReads, AccessStats):
                 found[kid] = (row[col.CHECKSUM], row[col.LIFECYCLE], row[col.HLC], row[col.ROWID])
         return found
 
-    def _live_row(self, knowledge_id: str, *, allow_purged: bool = False) -> Any:
-        """The verified row of ``knowledge_id`` for a state change (call in a transaction)."""
-        row = self._db.execute(_GET_BY_ID, (knowledge_id,)).fetchone()
-        if row is None:
-            raise NotFoundError(f"no record {knowledge_id}")
-        if not self._verified(row):
-            raise StoreIntegrityError(
-                f"stored record {knowledge_id} failed verification and is quarantined: "
-                f"{self._quarantine.get(knowledge_id, '')}; run `amcp verify`"
-            )
-        if row[col.LIFECYCLE] == Lifecycle.PURGED and not allow_purged:
-            raise GoneError(f"{knowledge_id} was purged")
-        return row
-
-    def _rewrite(self, row: Any, values: list[Any], body: bytes | None) -> None:
-        """Write a row's new sealed columns and body with their new seal."""
-        seal = self._sealer.seal(values, body)
-        self._db.execute(UPDATE_SEALED, (*values[1:], body, seal, row[col.ROWID]))
-        self._resealed(row[col.SEAL], seal)
-
-    def set_state(
-        self,
-        knowledge_id: str,
-        op: ChangeOp,
-        *,
-        hlc: int,
-        lifecycle: Lifecycle,
-        reason: str | None = None,
-        superseded_by: str | None = None,
-    ) -> None:
-        with self.atomic():
-            row = self._live_row(knowledge_id)
-            rowid = row[col.ROWID]
-            active = lifecycle is Lifecycle.ACTIVE
-            if (row[col.LIFECYCLE] == Lifecycle.ACTIVE) != active:
-                # Leaving (or re-entering) the active set leaves (re-enters) its scopes' counts.
-                termstats.count_rows(self._db, [rowid], +1 if active else -1)
-            details = {
-                "lifecycle": lifecycle.value,
-                "reason": reason,
-                "superseded_by": superseded_by,
-            }
-            seq = self._append_change(op, knowledge_id, hlc, details)
-            values = list(row[col.FACTS])
-            values[col.LIFECYCLE - 1] = lifecycle.value
-            values[col.HLC - 1] = hlc
-            if reason is not None:
-                values[col.REASON - 1] = reason
-            if superseded_by is not None:
-                values[col.SUPERSEDED_BY - 1] = superseded_by
-            values[col.CHAIN_SEQ - 1] = seq
-            self._rewrite(row, values, row[col.BODY])
-
     def due_for_expiry(self, now: float, limit: int = 1000) -> list[str]:
         with self._lock:
             rows = self._db.execute(
@@ -468,147 +411,7 @@ class SQLiteStore(ChangeLog, IndexReads, AccessStats):
                 return found
         return None
 
-    def put_tombstone(self, knowledge_id: str, *, hlc: int, reason: str | None = None) -> bool:
-        """Record that ``knowledge_id`` was purged elsewhere, so it can never arrive later.
-
-        Returns False when the id is already a tombstone here."""
-        with self.atomic():
-            row = self._db.execute(_GET_BY_ID, (knowledge_id,)).fetchone()
-            if row is not None:
-                if row[col.LIFECYCLE] == Lifecycle.PURGED and self._verified(row):
-                    return False
-                self.purge(knowledge_id, hlc=hlc, reason=reason)
-                return True
-            seq = self._append_change(ChangeOp.PURGE, knowledge_id, hlc, {"reason": reason})
-            values = (
-                knowledge_id, "KT-FACT", None, None, None, None, None, Lifecycle.PURGED.value,
-                hlc, None, reason, None, 0, 0.5, None, None, None, time.time(), seq,
-            )
-            seal = self._sealer.seal(values, None)
-            self._db.execute(INSERT_SEALED, (None, *values, None, seal))
-            self._resealed(None, seal, rows=1)
-        return True
-
-    def purge(self, knowledge_id: str, *, hlc: int, reason: str | None = None) -> None:
-        with self.atomic():
-            row = self._live_row(knowledge_id, allow_purged=True)
-            rowid = row[col.ROWID]
-            if row[col.LIFECYCLE] == Lifecycle.ACTIVE:
-                termstats.count_rows(self._db, [rowid], -1)  # before its FTS row goes
-            seq = self._append_change(ChangeOp.PURGE, knowledge_id, hlc, {"reason": reason})
-            values = list(row[col.FACTS])
-            for at, value in (
-                (col.LIFECYCLE, Lifecycle.PURGED.value), (col.HLC, hlc), (col.REASON, reason),
-                (col.SUBJECT, None), (col.CREATED_BY, None), (col.KIND, None),
-                (col.CONTENT_KEY, None), (col.CHAIN_SEQ, seq),
-            ):
-                values[at - 1] = value
-            self._rewrite(row, values, None)
-            self._drop_derived(rowid)
-            self._drop_access(knowledge_id)
-
-    def _drop_derived(self, rowid: int) -> None:
-        """Delete a purged record's index rows (lexical, vector, tags, events, links,
-        access days); its scopes stay, for the tombstone's visibility."""
-        fts = self._db.execute(
-            "SELECT terms, context FROM records_fts WHERE rowid=?", (rowid,)
-        ).fetchone()
-        self._db.execute("DELETE FROM records_fts WHERE rowid=?", (rowid,))
-        if fts is not None:
-            termpeaks.forget_gone(self._db, *fts)
-        for table in ("vectors WHERE rowid", "record_tags WHERE rid", "record_events WHERE rid",
-                      "record_links WHERE rid", "access_daily WHERE rid"):
-            self._db.execute(f"DELETE FROM {table}=?", (rowid,))
-
-    def set_weight(self, knowledge_id: str, weight: float) -> None:
-        """A learned weight, logged (``ChangeOp.WEIGHT``) and sealed like any other state."""
-        with self.atomic():
-            row = self._live_row(knowledge_id)
-            if row[col.WEIGHT] == float(weight):
-                return  # unchanged: nothing to log
-            seq = self._append_change(
-                ChangeOp.WEIGHT, knowledge_id, row[col.HLC], {"weight": float(weight)}
-            )
-            values = list(row[col.FACTS])
-            values[col.WEIGHT - 1] = float(weight)
-            values[col.CHAIN_SEQ - 1] = seq
-            self._rewrite(row, values, row[col.BODY])
-
     # ------------------------------------------------------------------ reads
-
-    def quarantined(self) -> dict[str, str]:
-        """Records that failed verification, with why: left out of every answer."""
-        with self._lock:
-            return dict(self._quarantine)
-
-    def _quarantine_add(self, knowledge_id: str, reason: str) -> None:
-        with self._lock:
-            if knowledge_id not in self._quarantine:
-                log.warning("quarantined %s: %s", knowledge_id, reason)
-                self._quarantine[knowledge_id] = reason
-
-    def _verified(self, row: Sequence[Any]) -> bool:
-        """Whether a row may be served: not quarantined, and its seal verifies."""
-        kid = row[col.KID]
-        if kid in self._quarantine:
-            return False
-        if self._sealer.check(row[col.FACTS], row[col.BODY], row[col.SEAL]):
-            return True
-        self._quarantine_add(kid, "its row does not match its seal (changed outside amcp)")
-        return False
-
-    def _row_state(self, row: Sequence[Any]) -> Any:
-        return self._state(
-            row[col.KID], row[col.LIFECYCLE], row[col.HLC], row[col.SUPERSEDED_BY], row[col.REASON],
-            row[col.EXPIRES_AT], row[col.SENSITIVE], row[col.WEIGHT], row[col.ACCESS_COUNT],
-            row[col.LAST_ACCESS], row[col.STORED_AT],
-        )
-
-    def _decode(self, row: Sequence[Any], *, full: bool = False) -> StoredRecord | None:
-        """Row → StoredRecord, or None (quarantined) for a row whose seal does not verify or
-        whose body does not match its id, checksum and envelope.
-
-        The seal covers the body's bytes, so a cached decode (by id and seal) is as good as
-        a fresh one; a fresh decode also recomputes id, checksum and envelope from content.
-        Reads skip the Ed25519 signature (verified when the record entered the store);
-        ``full`` re-checks it."""
-        if not self._verified(row):
-            return None
-        kid, body = row[col.KID], row[col.BODY]
-        state = self._row_state(row)
-        if body is None:
-            return stored_record(kid, state, None)
-        key = (kid, row[col.SEAL])
-        with self._lock:  # the node reads from a thread pool
-            cached = None if full else self._decoded.get(key)
-            if cached is not None:
-                self._decoded.move_to_end(key)
-        if cached is not None:
-            return stored_record(kid, state, cached)
-        try:
-            record = self._open_body(row, signature=full)
-        except (ValueError, AmcpError, msgpack.UnpackException) as exc:
-            self._quarantine_add(kid, f"its body does not verify: {exc}")
-            return None
-        if not row[col.SENSITIVE] and not full:
-            with self._lock:
-                self._decoded[key] = record
-                if len(self._decoded) > _DECODED_CACHE:
-                    self._decoded.popitem(last=False)
-        return stored_record(kid, state, record)
-
-    def _open_body(self, row: Sequence[Any], *, signature: bool) -> AMFRecord:
-        kid, body = row[col.KID], row[col.BODY]
-        raw = self.keyring.open(body, kid.encode()) if row[col.SENSITIVE] else body
-        record = AMFRecord.from_dict(msgpack.unpackb(raw, raw=False))
-        if (
-            record.knowledge_id != kid
-            or record.integrity.checksum != row[col.CHECKSUM]
-            or record.integrity.envelope != row[col.ENVELOPE]
-        ):
-            raise IntegrityError(f"stored record {kid} does not match its row")
-        verify_integrity(record, signature=signature)
-        return record
 
     def get(self, knowledge_id: str) -> StoredRecord | None:
         row = self._row_by_id(knowledge_id)
@@ -621,11 +424,11 @@ class SQLiteStore(ChangeLog, IndexReads, AccessStats):
         with self._lock:
             db = self._db
             if not self._caches_current():
-                return db.execute(_GET_BY_ID, (knowledge_id,)).fetchone()
+                return db.execute(GET_BY_ID, (knowledge_id,)).fetchone()
             hot = self._hot_rows
             row = hot.get(knowledge_id)
             if row is None:
-                row = db.execute(_GET_BY_ID, (knowledge_id,)).fetchone()
+                row = db.execute(GET_BY_ID, (knowledge_id,)).fetchone()
                 if row is not None:
                     if len(hot) >= _HOT_ROWS:
                         hot.clear()
@@ -683,17 +486,30 @@ class SQLiteStore(ChangeLog, IndexReads, AccessStats):
         verified and re-checked against ``flt`` (``admit``), so an index row added behind
         the node's back cannot admit a record."""
         where, params = where_clause(flt)
-        if after is not None:
-            where += " AND r.rowid > COALESCE((SELECT rowid FROM records WHERE knowledge_id=?), 0)"
-            params.append(after)
-        sql = f"SELECT {ROW_COLS} FROM records r WHERE {where} ORDER BY r.rowid LIMIT ?"
+        sql = (
+            f"SELECT {ROW_COLS} FROM records r WHERE {where} AND r.rowid > ? "
+            "ORDER BY r.rowid LIMIT ?"
+        )
         with self._lock:
-            rows = self._db.execute(sql, [*params, limit]).fetchall()
-        out: list[StoredRecord] = []
-        for row in rows:
-            found = self._decode(row)
-            if found is not None and admits(flt, row[col.FACTS], found.record):
-                out.append(found)
+            start = 0
+            if after is not None:
+                found_row = self._db.execute(
+                    "SELECT rowid FROM records WHERE knowledge_id=?", (after,)
+                ).fetchone()
+                start = int(found_row[0]) if found_row else 0
+            out: list[StoredRecord] = []
+            # Rows left out (quarantined, or an index row's false admission) must not end a
+            # page early: a caller paging with ``after`` would stop, an export would be cut.
+            while len(out) < limit:
+                want = limit - len(out)
+                rows = self._db.execute(sql, [*params, start, want]).fetchall()
+                for row in rows:
+                    found = self._decode(row)
+                    if found is not None and admits(flt, row[col.FACTS], found.record):
+                        out.append(found)
+                if len(rows) < want:
+                    break  # no more rows pass the SQL filter
+                start = int(rows[-1][col.ROWID])
         return out
 
     # ------------------------------------------------------------------ metadata
@@ -728,6 +544,14 @@ class SQLiteStore(ChangeLog, IndexReads, AccessStats):
 
     # ------------------------------------------------------------------ integrity
 
+    def rewitness(self) -> None:
+        """Witness the current head in this keyring's places (``amcp verify --rewitness``,
+        after a deliberate move to another machine or user)."""
+        with self.atomic():
+            self._remember_places()
+        seq, head = self._last_change()
+        self.keyring.write_witness(self.store_id, Witness(seq, head), self.witness_places())
+
     def verify(self, *, full: bool = False, incremental: bool = False) -> IntegrityReport:
         """Walk the hash chain; check the signed head (row count and digest included) and
         the witnesses; with ``full``, also every row against its seal and the log and every
@@ -738,49 +562,6 @@ class SQLiteStore(ChangeLog, IndexReads, AccessStats):
         if incremental and not full:
             return verify_since_mark(self)
         return verify_store(self, full=full)
-
-
-class _Batch:
-    """The rows one ``put_many`` inserts, table by table (one ``executemany`` each)."""
-
-    __slots__ = ("changes", "events", "lexical", "links", "records", "scopes", "tags", "vectors")
-
-    def __init__(self) -> None:
-        self.records: list[tuple[Any, ...]] = []
-        self.changes: list[tuple[Any, ...]] = []
-        self.scopes: list[tuple[int, str]] = []
-        self.tags: list[tuple[int, str]] = []
-        self.events: list[tuple[int, str]] = []
-        self.links: list[tuple[int, str, str]] = []
-        self.lexical: list[tuple[int, str, str]] = []
-        self.vectors: list[tuple[int, bytes]] = []
-
-    def write(self, db: sqlite3.Connection) -> None:
-        db.executemany(
-            "INSERT INTO changes(seq, hlc, op, knowledge_id, details, hash) VALUES (?,?,?,?,?,?)",
-            self.changes,
-        )
-        db.executemany(INSERT_SEALED, self.records)
-        db.executemany("INSERT OR IGNORE INTO record_scopes(rid, scope) VALUES (?,?)", self.scopes)
-        db.executemany("INSERT OR IGNORE INTO record_tags(rid, tag) VALUES (?,?)", self.tags)
-        db.executemany(EVENTS_SQL, self.events)
-        db.executemany(LINKS_SQL, self.links)
-        db.executemany(
-            "INSERT INTO records_fts(rowid, terms, context) VALUES (?,?,?)", self.lexical
-        )
-        termpeaks.count((t, c) for _r, t, c in self.lexical).apply(db)
-        db.executemany("INSERT INTO vectors(rowid, vec) VALUES (?,?)", self.vectors)
-
-
-def _rewrite_result(kid: str, checksum: str, found: tuple[Any, ...]) -> PutResult:
-    """A put of an id already stored: idempotent if identical, else 410 or 409."""
-    if found[1] == Lifecycle.PURGED:
-        raise GoneError(f"{kid} was purged and cannot be stored again")
-    if found[0] == checksum:
-        return PutResult(kid, created=False, hlc=found[2], rowid=found[3])
-    raise ConflictError(
-        f"{kid} already exists with different content; write a new record that supersedes it"
-    )
 
 
 def _vector_bytes(vector: np.ndarray) -> bytes:

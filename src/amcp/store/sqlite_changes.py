@@ -3,9 +3,11 @@ the head, and reading the feed sync consumes (a mixin; see ``chain.py`` for the 
 
 from __future__ import annotations
 
+import json
 import logging
 import sqlite3
 import threading
+from pathlib import Path
 from typing import Any
 
 import msgpack
@@ -81,7 +83,31 @@ class ChangeLog:
         head = self.signed_head().moved(seq, chain, rows, digest)
         # Still inside the outermost transaction (depth already unwound): write directly.
         self._upsert_meta("chain_head", sign_head(self.keyring.signing_key, self.store_id, head))
+        self._remember_places()
         self._head_delta = (0, 0)
+
+    def witness_places(self) -> list[Path]:
+        """Where this store's head is witnessed: the keyring's directories and every one
+        the store remembers having been witnessed in (``store_meta.witness_places``).
+
+        A process started with another environment (an agent that spawns ``amcp mcp`` with
+        a trimmed one, so another XDG state directory) still finds the witness. The list is
+        unsigned, and safe so: a rollback is caught when *any* place has seen a later head,
+        and the keyring's own places are always read, so removing or adding entries cannot
+        hide a witness; at worst a removed entry makes the witness look missing (refused)."""
+        text = self.get_meta("witness_places")
+        try:
+            remembered = [Path(p) for p in json.loads(text)] if text else []
+        except (ValueError, TypeError):
+            remembered = []
+        return self.keyring.places(remembered)
+
+    def _remember_places(self) -> None:
+        """Add the keyring's witness directories to the remembered ones; call inside a
+        write transaction (``_sign_head`` does)."""
+        places = [str(p) for p in self.witness_places()]
+        if self.get_meta("witness_places") != json.dumps(places):
+            self._upsert_meta("witness_places", json.dumps(places))
 
     def _write_witness(self) -> None:
         """Tell the witnesses about the committed head. Never fails the write it follows:
@@ -89,7 +115,7 @@ class ChangeLog:
         the latest commits (docs/store.md)."""
         try:
             seq, head = self._last_change()
-            self.keyring.write_witness(self.store_id, Witness(seq, head))
+            self.keyring.write_witness(self.store_id, Witness(seq, head), self.witness_places())
         except (OSError, sqlite3.Error) as exc:
             log.warning("could not update the witness of store %s: %s", self.store_id, exc)
 

@@ -53,3 +53,7 @@ INSERT_SEALED = (
     + ",".join("?" * (len(SEALED) + 3))
     + ")"
 )
+
+# Built once: sqlite3 looks statements up by their text, and an f-string per read would
+# build and hash this text again every time.
+GET_BY_ID = f"SELECT {ROW_COLS} FROM records r WHERE r.knowledge_id=?"

@@ -62,8 +62,9 @@ def backfill_seals(store: SQLiteStore) -> None:
         head = Head(seq, chain, len(seals), digest_of(seals))
         store._upsert_meta("chain_head", sign_head(store.keyring.signing_key, store.store_id, head))
         store._upsert_meta("witnessed", "1")
+        store._remember_places()
         db.execute("DELETE FROM store_meta WHERE key=?", (SEALS_PENDING,))
-        store.keyring.write_witness(store.store_id, Witness(seq, chain))
+        store.keyring.write_witness(store.store_id, Witness(seq, chain), store.witness_places())
         store._head_delta = (0, 0)
 
 

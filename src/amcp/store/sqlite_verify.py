@@ -172,7 +172,8 @@ def verify_store(
 ) -> IntegrityReport:
     """The whole check (see the module docstring). ``since`` (not with ``full``): a prefix
     of the log an earlier walk found intact; the walk resumes after it when it can."""
-    seen = self.keyring.read_witnesses(self.store_id)  # before the snapshot: see below
+    # Before the snapshot: see below.
+    seen = self.keyring.read_witnesses(self.store_id, self.witness_places())
     with self._lock, snapshot(self._db):
         # A witness is written after its commit, so a witness read before the snapshot
         # never names a head the snapshot does not hold: no false rollback alarm while

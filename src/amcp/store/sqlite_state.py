@@ -1,0 +1,156 @@
+"""The SQLiteStore's state changes: lifecycle, purge, tombstones, weights (a mixin).
+
+Each one reads the record's row *verified* (its seal), appends its change to the log,
+rewrites the row's sealed columns with a new seal and moves the signed head's set digest by
+the difference (``rowseal``), in one transaction. A state change on a row that fails
+verification is refused as a store problem (``StoreIntegrityError``), never applied on top of
+a column nothing checks.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+import time
+from typing import Any
+
+from amcp.amf.types import Lifecycle
+from amcp.errors import GoneError, NotFoundError, StoreIntegrityError
+from amcp.store import sqlite_rows as col
+from amcp.store import termpeaks, termstats
+from amcp.store.base import ChangeOp
+from amcp.store.rowseal import Sealer
+from amcp.store.sqlite_rows import GET_BY_ID, INSERT_SEALED, UPDATE_SEALED
+
+
+class StateChanges:
+    _db: sqlite3.Connection
+    _lock: threading.RLock
+    _sealer: Sealer
+    _quarantine: dict[str, str]
+    # Provided by SQLiteStore, ChangeLog and AccessStats.
+    atomic: Any
+    _verified: Any
+    _append_change: Any
+    _resealed: Any
+    _drop_access: Any
+
+    def _live_row(self, knowledge_id: str, *, allow_purged: bool = False) -> Any:
+        """The verified row of ``knowledge_id`` for a state change (call in a transaction)."""
+        row = self._db.execute(GET_BY_ID, (knowledge_id,)).fetchone()
+        if row is None:
+            raise NotFoundError(f"no record {knowledge_id}")
+        if not self._verified(row):
+            raise StoreIntegrityError(
+                f"stored record {knowledge_id} failed verification and is quarantined: "
+                f"{self._quarantine.get(knowledge_id, '')}; run `amcp verify`"
+            )
+        if row[col.LIFECYCLE] == Lifecycle.PURGED and not allow_purged:
+            raise GoneError(f"{knowledge_id} was purged")
+        return row
+
+    def _rewrite(self, row: Any, values: list[Any], body: bytes | None) -> None:
+        """Write a row's new sealed columns and body with their new seal."""
+        seal = self._sealer.seal(values, body)
+        self._db.execute(UPDATE_SEALED, (*values[1:], body, seal, row[col.ROWID]))
+        self._resealed(row[col.SEAL], seal)
+
+    def set_state(
+        self,
+        knowledge_id: str,
+        op: ChangeOp,
+        *,
+        hlc: int,
+        lifecycle: Lifecycle,
+        reason: str | None = None,
+        superseded_by: str | None = None,
+    ) -> None:
+        with self.atomic():
+            row = self._live_row(knowledge_id)
+            rowid = row[col.ROWID]
+            active = lifecycle is Lifecycle.ACTIVE
+            if (row[col.LIFECYCLE] == Lifecycle.ACTIVE) != active:
+                # Leaving (or re-entering) the active set leaves (re-enters) its scopes' counts.
+                termstats.count_rows(self._db, [rowid], +1 if active else -1)
+            details = {
+                "lifecycle": lifecycle.value,
+                "reason": reason,
+                "superseded_by": superseded_by,
+            }
+            seq = self._append_change(op, knowledge_id, hlc, details)
+            values = list(row[col.FACTS])
+            values[col.LIFECYCLE - 1] = lifecycle.value
+            values[col.HLC - 1] = hlc
+            if reason is not None:
+                values[col.REASON - 1] = reason
+            if superseded_by is not None:
+                values[col.SUPERSEDED_BY - 1] = superseded_by
+            values[col.CHAIN_SEQ - 1] = seq
+            self._rewrite(row, values, row[col.BODY])
+
+    def put_tombstone(self, knowledge_id: str, *, hlc: int, reason: str | None = None) -> bool:
+        """Record that ``knowledge_id`` was purged elsewhere, so it can never arrive later.
+
+        Returns False when the id is already a tombstone here."""
+        with self.atomic():
+            row = self._db.execute(GET_BY_ID, (knowledge_id,)).fetchone()
+            if row is not None:
+                if row[col.LIFECYCLE] == Lifecycle.PURGED and self._verified(row):
+                    return False
+                self.purge(knowledge_id, hlc=hlc, reason=reason)
+                return True
+            seq = self._append_change(ChangeOp.PURGE, knowledge_id, hlc, {"reason": reason})
+            values = (
+                knowledge_id, "KT-FACT", None, None, None, None, None, Lifecycle.PURGED.value,
+                hlc, None, reason, None, 0, 0.5, None, None, None, time.time(), seq,
+            )
+            seal = self._sealer.seal(values, None)
+            self._db.execute(INSERT_SEALED, (None, *values, None, seal))
+            self._resealed(None, seal, rows=1)
+        return True
+
+    def purge(self, knowledge_id: str, *, hlc: int, reason: str | None = None) -> None:
+        with self.atomic():
+            row = self._live_row(knowledge_id, allow_purged=True)
+            rowid = row[col.ROWID]
+            if row[col.LIFECYCLE] == Lifecycle.ACTIVE:
+                termstats.count_rows(self._db, [rowid], -1)  # before its FTS row goes
+            seq = self._append_change(ChangeOp.PURGE, knowledge_id, hlc, {"reason": reason})
+            values = list(row[col.FACTS])
+            for at, value in (
+                (col.LIFECYCLE, Lifecycle.PURGED.value), (col.HLC, hlc), (col.REASON, reason),
+                (col.SUBJECT, None), (col.CREATED_BY, None), (col.KIND, None),
+                (col.CONTENT_KEY, None), (col.CHAIN_SEQ, seq),
+            ):
+                values[at - 1] = value
+            self._rewrite(row, values, None)
+            self._drop_derived(rowid)
+            self._drop_access(knowledge_id)
+
+    def _drop_derived(self, rowid: int) -> None:
+        """Delete a purged record's index rows (lexical, vector, tags, events, links,
+        access days); its scopes stay, for the tombstone's visibility."""
+        fts = self._db.execute(
+            "SELECT terms, context FROM records_fts WHERE rowid=?", (rowid,)
+        ).fetchone()
+        self._db.execute("DELETE FROM records_fts WHERE rowid=?", (rowid,))
+        if fts is not None:
+            termpeaks.forget_gone(self._db, *fts)
+        for table in ("vectors WHERE rowid", "record_tags WHERE rid", "record_events WHERE rid",
+                      "record_links WHERE rid", "access_daily WHERE rid"):
+            self._db.execute(f"DELETE FROM {table}=?", (rowid,))
+
+    def set_weight(self, knowledge_id: str, weight: float) -> None:
+        """A learned weight, logged (``ChangeOp.WEIGHT``) and sealed like any other state."""
+        with self.atomic():
+            row = self._live_row(knowledge_id)
+            if row[col.WEIGHT] == float(weight):
+                return  # unchanged: nothing to log
+            seq = self._append_change(
+                ChangeOp.WEIGHT, knowledge_id, row[col.HLC], {"weight": float(weight)}
+            )
+            values = list(row[col.FACTS])
+            values[col.WEIGHT - 1] = float(weight)
+            values[col.CHAIN_SEQ - 1] = seq
+            self._rewrite(row, values, row[col.BODY])
+

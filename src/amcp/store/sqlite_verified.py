@@ -1,0 +1,113 @@
+"""The SQLiteStore's verifying read path: seals, bodies, quarantine (a mixin).
+
+Every row a read serves passes ``_verified`` (not quarantined, its seal checks) and every
+body ``_open_body`` (its id, checksum and envelope recomputed, once per seal: the decoded
+copy is kept by seal). A row or body that fails is quarantined, never raised: one bad record
+must not make a request fail (``docs/store.md``, "What the node serves").
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+from typing import Any
+
+import msgpack
+
+from amcp.amf.ids import verify_integrity
+from amcp.amf.record import AMFRecord
+from amcp.errors import AmcpError, IntegrityError
+from amcp.keyring import Keyring
+from amcp.store import sqlite_rows as col
+from amcp.store.base import StoredRecord, stored_record
+from amcp.store.rowseal import Sealer
+
+log = logging.getLogger(__name__)
+
+_DECODED_CACHE = 20_000  # decoded records kept; ~2 KB each
+
+
+class VerifiedReads:
+    _lock: threading.RLock
+    _sealer: Sealer
+    _quarantine: dict[str, str]
+    _decoded: OrderedDict[tuple[str, bytes], AMFRecord]
+    keyring: Keyring
+    _state: Any  # provided by AccessStats
+
+    def quarantined(self) -> dict[str, str]:
+        """Records that failed verification, with why: left out of every answer."""
+        with self._lock:
+            return dict(self._quarantine)
+
+    def _quarantine_add(self, knowledge_id: str, reason: str) -> None:
+        with self._lock:
+            if knowledge_id not in self._quarantine:
+                log.warning("quarantined %s: %s", knowledge_id, reason)
+                self._quarantine[knowledge_id] = reason
+
+    def _verified(self, row: Sequence[Any]) -> bool:
+        """Whether a row may be served: not quarantined, and its seal verifies."""
+        kid = row[col.KID]
+        if kid in self._quarantine:
+            return False
+        if self._sealer.check(row[col.FACTS], row[col.BODY], row[col.SEAL]):
+            return True
+        self._quarantine_add(kid, "its row does not match its seal (changed outside amcp)")
+        return False
+
+    def _row_state(self, row: Sequence[Any]) -> Any:
+        return self._state(
+            row[col.KID], row[col.LIFECYCLE], row[col.HLC], row[col.SUPERSEDED_BY], row[col.REASON],
+            row[col.EXPIRES_AT], row[col.SENSITIVE], row[col.WEIGHT], row[col.ACCESS_COUNT],
+            row[col.LAST_ACCESS], row[col.STORED_AT],
+        )
+
+    def _decode(self, row: Sequence[Any], *, full: bool = False) -> StoredRecord | None:
+        """Row → StoredRecord, or None (quarantined) for a row whose seal does not verify or
+        whose body does not match its id, checksum and envelope.
+
+        The seal covers the body's bytes, so a cached decode (by id and seal) is as good as
+        a fresh one; a fresh decode also recomputes id, checksum and envelope from content.
+        Reads skip the Ed25519 signature (verified when the record entered the store);
+        ``full`` re-checks it."""
+        if not self._verified(row):
+            return None
+        kid, body = row[col.KID], row[col.BODY]
+        state = self._row_state(row)
+        if body is None:
+            return stored_record(kid, state, None)
+        key = (kid, row[col.SEAL])
+        with self._lock:  # the node reads from a thread pool
+            cached = None if full else self._decoded.get(key)
+            if cached is not None:
+                self._decoded.move_to_end(key)
+        if cached is not None:
+            return stored_record(kid, state, cached)
+        try:
+            record = self._open_body(row, signature=full)
+        except (ValueError, AmcpError, msgpack.UnpackException) as exc:
+            self._quarantine_add(kid, f"its body does not verify: {exc}")
+            return None
+        if not row[col.SENSITIVE] and not full:
+            with self._lock:
+                self._decoded[key] = record
+                if len(self._decoded) > _DECODED_CACHE:
+                    self._decoded.popitem(last=False)
+        return stored_record(kid, state, record)
+
+    def _open_body(self, row: Sequence[Any], *, signature: bool) -> AMFRecord:
+        kid, body = row[col.KID], row[col.BODY]
+        raw = self.keyring.open(body, kid.encode()) if row[col.SENSITIVE] else body
+        record = AMFRecord.from_dict(msgpack.unpackb(raw, raw=False))
+        if (
+            record.knowledge_id != kid
+            or record.integrity.checksum != row[col.CHECKSUM]
+            or record.integrity.envelope != row[col.ENVELOPE]
+        ):
+            raise IntegrityError(f"stored record {kid} does not match its row")
+        verify_integrity(record, signature=signature)
+        return record
+
