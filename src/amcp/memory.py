@@ -171,7 +171,7 @@ class Memory(WritePath):
             if sensitive:
                 fields = self._salted(fields)
             composed.append((self.compose(fields.pop("text", None), **fields), sensitive))
-        return self.put_many(composed)
+        return self.put_many(composed, sealed_here=True)
 
     @contextmanager
     def atomic(self) -> Iterator[None]:

@@ -117,8 +117,13 @@ class WritePath:
         *,
         lifecycle: Lifecycle = Lifecycle.ACTIVE,
         dedup: bool = True,
+        sealed_here: bool = False,
     ) -> list[WriteOutcome]:
         """Store many validated records in one transaction, embedding them in one batch.
+
+        ``sealed_here``: the records were just composed and sealed by this node
+        (``remember_many``), so recomputing their ids, checksums, envelopes and signatures
+        proves nothing (``admit_write(sealed_here=True)``); every other rule still applies.
 
         The bulk path (imports, batch ingest): same rules as ``put`` — identical re-writes
         answer "already stored", same id with other content is a conflict, purged ids are
@@ -132,7 +137,9 @@ class WritePath:
         copies: list[tuple[int, int]] = []  # (index in `out`, index in `fresh`)
         present: set[str] = set()
         for given, sensitive in records:
-            record, existing = admit_write(self.store, given, also_present=present)
+            record, existing = admit_write(
+                self.store, given, also_present=present, sealed_here=sealed_here
+            )
             present.add(record.knowledge_id)
             if existing is not None:
                 out.append(WriteOutcome(record.knowledge_id, Status.OK, existing.state.hlc))
@@ -240,6 +247,7 @@ def admit_write(
     record: AMFRecord | Mapping[str, Any],
     *,
     also_present: Collection[str] = (),
+    sealed_here: bool = False,
 ) -> tuple[AMFRecord, StoredRecord | None]:
     """The write rules, once, for every path (remember, put, batch, node, sync, import).
 
@@ -248,6 +256,8 @@ def admit_write(
     envelope and signature recomputed (IntegrityError: a violation on the wire) → causal
     predecessors stored here or earlier in the same batch (``also_present``; 412). Returns
     the shaped record and, for an identical re-write (200, idempotent), the stored copy.
+    ``sealed_here``: a record this node composed and sealed a moment ago (its integrity and
+    size were established by ``seal``), so that step is skipped.
     """
     shaped = record if isinstance(record, AMFRecord) else AMFRecord.from_dict(record)
     existing = store.get(shaped.knowledge_id)
@@ -265,8 +275,9 @@ def admit_write(
                 f"{shaped.knowledge_id} already exists with different content; write a new "
                 "record with causal.supersedes instead"
             )
-    verify_integrity(shaped)
-    check_size(shaped)
+    if not sealed_here:
+        verify_integrity(shaped)
+        check_size(shaped)
     if existing is not None:
         return shaped, existing
     refs = (*(shaped.causal.caused_by or ()), shaped.causal.supersedes) if shaped.causal else ()
