@@ -14,6 +14,7 @@ existing name), and a process that loses the race loads the winner's key.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 from collections.abc import Sequence
@@ -40,30 +41,27 @@ def _create_private(path: Path, data: bytes) -> bytes:
     link never replaces an existing name, so of several processes creating a key at once
     exactly one wins, and nobody reads a half-written key."""
     tmp = path.with_name(f"{path.name}.tmp{os.getpid()}.{secrets.token_hex(4)}")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    try:
-        os.write(fd, data)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    _write_new(tmp, data)
     try:
         os.link(tmp, path)
     except FileExistsError:
         pass  # another process was first: use its key
     except OSError:  # a file system without hard links: exclusive create in place
-        try:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        except FileExistsError:
-            pass
-        else:
-            try:
-                os.write(fd, data)
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+        with contextlib.suppress(FileExistsError):
+            _write_new(path, data)
     finally:
         tmp.unlink(missing_ok=True)
     return path.read_bytes()
+
+
+def _write_new(path: Path, data: bytes) -> None:
+    """Create ``path`` (FileExistsError if it exists), mode 0600, holding ``data``."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        os.write(fd, data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 @dataclass(frozen=True, slots=True)

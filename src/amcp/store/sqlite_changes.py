@@ -120,25 +120,20 @@ class ChangeLog:
             log.warning("could not update the witness of store %s: %s", self.store_id, exc)
 
     def changes(self, since_hlc: int = 0, limit: int = 1000) -> list[Change]:
-        with self._lock:
-            rows = self._db.execute(
-                "SELECT seq, hlc, op, knowledge_id, details, hash FROM changes "
-                "WHERE hlc > ? ORDER BY hlc, seq LIMIT ?",
-                (since_hlc, limit),
-            ).fetchall()
-        return [
-            Change(seq, hlc, ChangeOp(op), kid, msgpack.unpackb(d, raw=False), h)
-            for seq, hlc, op, kid, d, h in rows
-        ]
+        return self._read_changes("hlc > ? ORDER BY hlc, seq", since_hlc, limit)
 
     def changes_of(self, knowledge_id: str, limit: int = 200) -> list[Change]:
         """The log entries naming one record, oldest first (the ``changes_kid`` index):
         what the web inspector shows as the entries that vouch for a record."""
+        return self._read_changes("knowledge_id=? ORDER BY seq", knowledge_id, limit)
+
+    def _read_changes(self, where: str, key: object, limit: int) -> list[Change]:
+        """``where`` is one of this class's literals, never caller text."""
         with self._lock:
             rows = self._db.execute(
-                "SELECT seq, hlc, op, knowledge_id, details, hash FROM changes "
-                "WHERE knowledge_id=? ORDER BY seq LIMIT ?",
-                (knowledge_id, limit),
+                f"SELECT seq, hlc, op, knowledge_id, details, hash FROM changes WHERE {where} "
+                "LIMIT ?",
+                (key, limit),
             ).fetchall()
         return [
             Change(seq, hlc, ChangeOp(op), kid, msgpack.unpackb(d, raw=False), h)
