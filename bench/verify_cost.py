@@ -62,7 +62,7 @@ def per_record(store: SQLiteStore, sample: int) -> dict[str, float]:
     seal, body, get = [], [], []
     for row in rows:
         t = time.perf_counter()
-        store._sealer.check(row[col.FACTS], row[col.BODY], row[col.SEAL])
+        store._sealer.check(row[col.ROWID], row[col.FACTS], row[col.BODY], row[col.SEAL])
         seal.append((time.perf_counter() - t) * 1e6)
         t = time.perf_counter()
         store._open_body(row, signature=False)

@@ -374,3 +374,35 @@ def test_a_failing_witness_does_not_fail_a_committed_write(
         monkeypatch.setattr(mem.keyring, "write_witness", broken)
         kid = mem.remember("committed even so", scope="team:x").knowledge_id
         assert mem.get(kid).record is not None
+
+
+def test_two_rows_swapped_whole_are_quarantined(store: tuple[Path, dict[str, str]]) -> None:
+    """agmi T4 (reorder): every column but the row id swapped, seals included. The index
+    rows name records by row id, so the search for one record's words served the other."""
+    path, ids = store
+    db = _db(path)
+    cols = [r[1] for r in db.execute("PRAGMA table_info(records)") if r[1] != "rowid"]
+    a, b = (db.execute(f"SELECT rowid, {', '.join(cols)} FROM records WHERE knowledge_id=?",
+                       (ids[k],)).fetchone() for k in ("alice", "deploy"))
+    sets = ", ".join(f"{c}=?" for c in cols)
+    db.execute("UPDATE records SET knowledge_id='tmp' WHERE rowid=?", (a[0],))
+    db.execute("UPDATE records SET knowledge_id='tmp2' WHERE rowid=?", (b[0],))
+    db.execute(f"UPDATE records SET {sets} WHERE rowid=?", (*b[1:], a[0]))
+    db.execute(f"UPDATE records SET {sets} WHERE rowid=?", (*a[1:], b[0]))
+    db.close()
+    with _open(path) as mem:
+        assert ids["deploy"] not in _served(mem, "tabs spaces deploys thursday", None)
+        assert {ids["alice"], ids["deploy"]} <= set(mem.store.quarantined())
+
+
+def test_a_forged_scope_row_does_not_reach_a_context_pack(
+    store: tuple[Path, dict[str, str]],
+) -> None:
+    path, ids = store
+    db = _db(path)
+    rid = db.execute("SELECT rowid FROM records WHERE knowledge_id=?", (ids["bob"],)).fetchone()[0]
+    db.execute("INSERT INTO record_scopes(rid, scope) VALUES (?, 'user:alice')", (rid,))
+    db.close()
+    with _open(path) as mem:
+        pack = mem.context("bank Northwind tabs", budget_tokens=4000, scopes=["user:alice"])
+        assert ids["bob"] not in {i.knowledge_id for i in pack.items}

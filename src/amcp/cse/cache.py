@@ -224,13 +224,15 @@ def _neg_created(item: StoredRecord) -> tuple[int, ...]:
 
 
 def load(
-    store: Store, ids: Sequence[str], now: float
+    store: Store, ids: Sequence[str], now: float, flt: RecordFilter | None = None
 ) -> dict[str, tuple[RecordState, Entry]]:
     """Fresh state and cached view of the active, unexpired records among ``ids``.
 
     One query where the store offers ``raw_bodies``: the state columns come with the stored
     bytes, and a cache miss is verified by hashing those bytes (``Entry.of_body``).
     Sensitive records, and stores without ``raw_bodies``, take the verifying read path.
+    ``flt``: the store re-checks each record against it (its scopes, types) from verified
+    state, never trusting the index that proposed the id.
     """
     ids = list(dict.fromkeys(ids))
     raw = getattr(store, "raw_bodies", None)
@@ -241,7 +243,7 @@ def load(
     cache = cache_for(store)
     out: dict[str, tuple[RecordState, Entry]] = {}
     slow: dict[str, RecordState] = {}
-    for kid, state, body, checksum in raw(ids):
+    for kid, state, body, checksum in raw(ids, flt):
         if state.lifecycle is not Lifecycle.ACTIVE or (
             state.expires_at is not None and state.expires_at <= now
         ):

@@ -285,9 +285,13 @@ def _hits(memory: Memory, task: str, flt: RecordFilter) -> list[tuple[str, float
 
 
 def _candidates(
-    memory: Memory, rel: dict[str, float], ids: Sequence[str], now: float
+    memory: Memory, rel: dict[str, float], ids: Sequence[str], now: float,
+    flt: RecordFilter,
 ) -> list[_Cand]:
-    found = load(memory.store, ids, now)
+    # ``flt`` (the pack's scopes): the store re-checks every candidate against it from
+    # verified state, as recall does, so an index row cannot bring another scope's record
+    # (or a causal link to one) into the pack.
+    found = load(memory.store, ids, now, flt)
     out: list[_Cand] = []
     for kid in dict.fromkeys(ids):
         hit = found.get(kid)
@@ -366,7 +370,7 @@ def build_pack(
     for ktype in CORE_TYPES:
         core_flt = RecordFilter(scopes=scope_t, types=(ktype,), now=when)
         core_ids.extend(ranked_ids(memory.store, core_flt, CORE_PICK, mark))
-    cands = _candidates(memory, rel, [*core_ids, *(k for k, _ in hits)], when)
+    cands = _candidates(memory, rel, [*core_ids, *(k for k, _ in hits)], when, flt)
     timings["candidates_ms"] = (time.perf_counter() - started) * 1000
 
     # 3-4: CORE_PRINCIPLES — full where it fits, else a pointer; never evicted.
@@ -391,7 +395,7 @@ def build_pack(
 
     # 6: MEDIUM_ROI — the rest plus the gravity neighbours of the best HIGH_ROI records.
     high = [it for it in z.items if it.zone is Zone.HIGH_ROI]
-    pulled = {c.kid: c for c in _gravity(memory, high, cands, z.placed, when)}
+    pulled = {c.kid: c for c in _gravity(memory, high, cands, z.placed, when, flt)}
     medium = _by_roi([*(c for c in spill if c.kid not in pulled), *pulled.values()])
     overflow: list[_Cand] = []
     for c in medium:
@@ -423,7 +427,7 @@ def build_pack(
 
 def _gravity(
     memory: Memory, high: Sequence[PackItem], pool: Sequence[_Cand], placed: set[str],
-    now: float,
+    now: float, flt: RecordFilter,
 ) -> list[_Cand]:
     """Neighbours of the best HIGH_ROI records: unplaced candidates of the same cluster, and
     causal predecessors. A neighbour's relevance is at least ``GRAVITY`` × its seed's.
@@ -446,7 +450,7 @@ def _gravity(
         if c.kid not in placed and boost > c.relevance:
             out.append(_rescored(c, boost, now))
     fetch = {k: v for k, v in causal.items() if k not in placed}
-    out.extend(_candidates(memory, fetch, list(fetch), now))
+    out.extend(_candidates(memory, fetch, list(fetch), now, flt))
     return out
 
 

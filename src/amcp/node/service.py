@@ -152,6 +152,12 @@ class NodeService:
 
     # ------------------------------------------------------------------ reads
 
+    def _warnings(self) -> dict[str, Any]:
+        """``{"warnings": [...]}`` while records are quarantined (left out of answers), else
+        nothing: the read payload says so, as HTTP, MCP and the CLI do."""
+        found = self.memory.warnings()
+        return {"warnings": list(found)} if found else {}
+
     def read(self, p: Mapping[str, Any], peer: Peer) -> Reply:
         ids, amql, query = p.get("ids"), p.get("amql"), p.get("query")
         if (ids is not None) + (amql is not None) + (query is not None) != 1:
@@ -178,6 +184,7 @@ class NodeService:
             "query_time_ms": (time.perf_counter_ns() - started) // 1000 / 1000,
             "truncated": truncated or bool(extra.pop("truncated", False)),
             **extra,
+            **self._warnings(),
         })
 
     def _read_ids(

@@ -236,12 +236,12 @@ class FastReader:
         of ``kinds``): the SQL that found them read index rows nothing signs."""
         if not kids:
             return []
-        rows = self._q(
-            f"SELECT {_SEALED_COLS}, body, seal FROM records "
+        stored = self._q(
+            f"SELECT rowid, {_SEALED_COLS}, body, seal FROM records "
             f"WHERE knowledge_id IN ({_marks(len(kids))}) AND body IS NOT NULL", list(kids))
         wanted = {*scopes, GLOBAL} if scopes else None
-        rows = [r for r in rows if self._sealer.check(r[:-2], r[-2], r[-1])  # else edited
-                and _passes(r[:-2], wanted, now, kinds, sensitive)]
+        rows = [r[1:] for r in stored if self._sealer.check(r[0], r[1:-2], r[-2], r[-1])
+                and _passes(r[1:-2], wanted, now, kinds, sensitive)]  # else edited: left out
         # The change each row says it is the latest state of must be in the log, for this
         # record: one indexed lookup for all, instead of the chain walk a hook cannot pay.
         seqs = [r[_CHAIN_SEQ] for r in rows]

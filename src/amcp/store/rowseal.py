@@ -87,17 +87,23 @@ class Sealer:
         self._key = key
         self._store_id = store_id
 
-    def seal(self, values: Sequence[Any], body: bytes | None) -> bytes:
-        """The seal of a row whose ``SEALED`` columns hold ``values`` and whose body is
-        ``body`` (the bytes as stored: ciphertext for a sensitive record)."""
+    def seal(self, rowid: int, values: Sequence[Any], body: bytes | None) -> bytes:
+        """The seal of row ``rowid`` whose ``SEALED`` columns hold ``values`` and whose body
+        is ``body`` (the bytes as stored: ciphertext for a sensitive record). The row id is
+        sealed too: the index rows (lexical, vector, scopes, tags) name records by it, so two
+        rows swapped whole, seals and all, must not pass."""
         digest = hashlib.sha256(body).digest() if body is not None else None
-        message = msgpack.packb([self._store_id, *_normal(values), digest], use_bin_type=True)
+        message = msgpack.packb(
+            [self._store_id, int(rowid), *_normal(values), digest], use_bin_type=True
+        )
         return hmac.new(self._key, message, hashlib.sha256).digest()
 
-    def check(self, values: Sequence[Any], body: bytes | None, seal: object) -> bool:
+    def check(
+        self, rowid: int, values: Sequence[Any], body: bytes | None, seal: object
+    ) -> bool:
         if not isinstance(seal, bytes) or len(seal) != SEAL_BYTES:
             return False
-        return hmac.compare_digest(self.seal(values, body), seal)
+        return hmac.compare_digest(self.seal(rowid, values, body), seal)
 
 
 def as_int(seal: bytes | None) -> int:

@@ -354,7 +354,7 @@ class SQLiteStore(StateChanges, VerifiedReads, ChangeLog, IndexReads, AccessStat
             0.5, record.integrity.checksum, record.integrity.envelope,
             self.content_key(record), now, seq,
         )
-        seal = self._sealer.seal(values, body)
+        seal = self._sealer.seal(rowid, values, body)
         self._resealed(None, seal, rows=1)
         batch.records.append((rowid, *values, body, seal))
         batch.scopes.extend((rowid, s) for s in record.meta.project_scope)

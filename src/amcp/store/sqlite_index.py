@@ -124,11 +124,12 @@ class IndexReads:
             known[kid] = int(rowid)
 
     def raw_bodies(
-        self, knowledge_ids: Sequence[str]
+        self, knowledge_ids: Sequence[str], flt: RecordFilter | None = None
     ) -> list[tuple[str, RecordState, bytes | None, str | None]]:
         """``(id, state, stored AMF bytes, row checksum)`` in one query, not decoded: for
         readers that parse the bytes themselves (``amcp.cse.cache``). Every row's seal is
-        checked (it covers these bytes); quarantined rows are left out. Encrypted
+        checked (it covers these bytes); quarantined rows are left out, and so are rows whose
+        sealed columns do not pass ``flt`` (its row conditions: ``admit``). Encrypted
         (sensitive) bodies and tombstones come back as None; read those through ``get``."""
         if not knowledge_ids:
             return []
@@ -161,9 +162,16 @@ class IndexReads:
         # identical, so it is reused while no access is buffered for the record (buffered
         # counts are added to the stored ones by ``_state``).
         memo, pending = self._raw_states, self._pending_access
+        # Conditions only a body answers are the caller's to check on what it decodes.
+        row_flt = (
+            replace(flt, tags=None, events=None, caused_by=None, sessions=None)
+            if flt is not None else None
+        )
         out = []
         for row in rows:
             if not self._verified(row):  # the bytes handed out are the ones the seal covers
+                continue
+            if row_flt is not None and not admits(row_flt, row[col.FACTS]):
                 continue
             kid = row[col.KID]
             cols = (*row[col.FACTS], row[col.ACCESS_COUNT], row[col.LAST_ACCESS])

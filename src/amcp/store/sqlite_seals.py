@@ -130,7 +130,7 @@ def _seal_row(store: SQLiteStore, row: tuple[Any, ...], latest: dict[str, int]) 
         superseded_by, reason, expires_at, sensitive, weight, checksum, envelope, ckey,
         stored_at, latest.get(kid, chain_seq),
     )
-    sealed = store._sealer.seal(values, body)
+    sealed = store._sealer.seal(rowid, values, body)
     store._db.execute(
         "UPDATE records SET scopes=?, envelope=?, content_key=?, chain_seq=?, body=?, seal=? "
         "WHERE rowid=?",

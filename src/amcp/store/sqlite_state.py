@@ -51,7 +51,7 @@ class StateChanges:
 
     def _rewrite(self, row: Any, values: list[Any], body: bytes | None) -> None:
         """Write a row's new sealed columns and body with their new seal."""
-        seal = self._sealer.seal(values, body)
+        seal = self._sealer.seal(row[col.ROWID], values, body)
         self._db.execute(UPDATE_SEALED, (*values[1:], body, seal, row[col.ROWID]))
         self._resealed(row[col.SEAL], seal)
 
@@ -104,8 +104,11 @@ class StateChanges:
                 knowledge_id, "KT-FACT", None, None, None, None, None, Lifecycle.PURGED.value,
                 hlc, None, reason, None, 0, 0.5, None, None, None, time.time(), seq,
             )
-            seal = self._sealer.seal(values, None)
-            self._db.execute(INSERT_SEALED, (None, *values, None, seal))
+            # The row id is chosen here (as put_many does): the seal covers it.
+            top = self._db.execute("SELECT COALESCE(MAX(rowid), 0) FROM records").fetchone()
+            rowid = int(top[0]) + 1
+            seal = self._sealer.seal(rowid, values, None)
+            self._db.execute(INSERT_SEALED, (rowid, *values, None, seal))
             self._resealed(None, seal, rows=1)
         return True
 

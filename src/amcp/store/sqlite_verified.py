@@ -53,7 +53,7 @@ class VerifiedReads:
         kid = row[col.KID]
         if kid in self._quarantine:
             return False
-        if self._sealer.check(row[col.FACTS], row[col.BODY], row[col.SEAL]):
+        if self._sealer.check(row[col.ROWID], row[col.FACTS], row[col.BODY], row[col.SEAL]):
             return True
         self._quarantine_add(kid, "its row does not match its seal (changed outside amcp)")
         return False

@@ -32,7 +32,7 @@ from amcp.keyring import Witness
 from amcp.store.base import IntegrityReport
 from amcp.store.chain import GENESIS, Head, link_hash
 from amcp.store.rowseal import digest_of
-from amcp.store.sqlite_rows import BODY, CHAIN_SEQ, FACTS, KID, ROW_COLS, SEAL
+from amcp.store.sqlite_rows import BODY, CHAIN_SEQ, FACTS, KID, ROW_COLS, ROWID, SEAL
 
 if TYPE_CHECKING:
     from amcp.store.sqlite import SQLiteStore
@@ -142,7 +142,7 @@ def find_damaged(self: SQLiteStore, *, full: bool = False) -> dict[str, str]:
     for row in self._db.execute(f"SELECT {ROW_COLS} FROM records r"):
         kid = row[KID]
         seen.add(kid)
-        if not self._sealer.check(row[FACTS], row[BODY], row[SEAL]):
+        if not self._sealer.check(row[ROWID], row[FACTS], row[BODY], row[SEAL]):
             damaged[kid] = "its row does not match its seal (changed outside amcp)"
         elif kid not in latest:
             damaged[kid] = "it has no change-log entry (added outside amcp)"
