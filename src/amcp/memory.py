@@ -351,12 +351,14 @@ class Memory(WritePath):
         """What every answer should carry: records that failed verification are left out
         of it (quarantined). Empty when the store is whole."""
         bad = self.store.quarantined()
-        if not bad:
-            return ()
-        return (
-            f"{len(bad)} record(s) failed verification and are quarantined (left out of "
-            "every answer); run `amcp verify` for the report",
-        )
+        found = self.store.integrity_warnings()
+        if bad:
+            found = (
+                f"{len(bad)} record(s) failed verification and are quarantined (left out of "
+                "every answer); run `amcp verify` for the report",
+                *found,
+            )
+        return found
 
     def _view(self, item: StoredRecord, reveal: bool) -> StoredRecord:
         if item.record is None:

@@ -406,3 +406,38 @@ def test_a_forged_scope_row_does_not_reach_a_context_pack(
     with _open(path) as mem:
         pack = mem.context("bank Northwind tabs", budget_tokens=4000, scopes=["user:alice"])
         assert ids["bob"] not in {i.knowledge_id for i in pack.items}
+
+
+@pytest.mark.parametrize(
+    "edit",
+    ["UPDATE records SET lifecycle='archived' WHERE knowledge_id=?",
+     "UPDATE records SET expires_at=1 WHERE knowledge_id=?"],
+)
+def test_a_live_record_hidden_by_a_column_edit_is_reported(
+    store: tuple[Path, dict[str, str]], edit: str
+) -> None:
+    """The SQL filter drops such a row before any seal is checked, and the sum of stored
+    seals is unchanged; the signed census (records per lifecycle, TTL'd records) is not."""
+    path, ids = store
+    db = _db(path)
+    db.execute(edit, (ids["deploy"],))
+    db.close()
+    with _open(path) as mem:
+        assert "changed outside amcp" in mem.store.quarantined()[ids["deploy"]]
+        assert mem.warnings()
+
+
+def test_deleted_index_rows_are_reported(store: tuple[Path, dict[str, str]]) -> None:
+    path, ids = store
+    db = _db(path)
+    rid = db.execute("SELECT rowid FROM records WHERE knowledge_id=?",
+                     (ids["deploy"],)).fetchone()[0]
+    for sql in ("DELETE FROM record_scopes WHERE rid=?", "DELETE FROM vectors WHERE rowid=?",
+                "DELETE FROM records_fts WHERE rowid=?"):
+        db.execute(sql, (rid,))
+    db.close()
+    with _open(path) as mem:
+        warnings = mem.warnings()
+        assert warnings and "index rows differ" in warnings[0] and "scope_rows" in warnings[0]
+    result = CliRunner().invoke(app, ["verify", "--store", str(path), "--json"])
+    assert result.exit_code == 1 and json.loads(result.stdout)["warnings"]

@@ -46,18 +46,22 @@ def verify(
         raise AmcpError(f"no store at {path}; run `amcp init` first (or pass --store)")
     with Memory(path, embedder=None, check_embedder=False, verify_on_open=False) as mem:
         report = mem.store.verify(full=True)
+        warnings = mem.store.integrity_warnings()
         if rewitness:
             report = _rewitness(mem, report)
         if salvage is not None:
             with salvage.open("w", encoding="utf-8") as fh:
                 exported = mem.export(fh, include_sensitive=include_sensitive)
             err.print(f"salvaged {_count(exported)} verified record(s) into {salvage}")
-    data = _as_json(report)
+    data = {**_as_json(report), "warnings": list(warnings)}
+    data["ok"] = data["ok"] and not warnings
     if json_:
         emit_json(data)
     else:
         _print(report)
-    if not report.ok or report.damaged:
+        for warning in warnings:
+            out.print(f"[red]index[/red] {warning}")
+    if not data["ok"]:
         raise typer.Exit(1)
 
 

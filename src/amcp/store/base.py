@@ -345,6 +345,11 @@ class Store(Protocol):
 
     def verify(self, *, full: bool = False) -> IntegrityReport: ...
 
+    def integrity_warnings(self) -> tuple[str, ...]:
+        """Findings about the store as a whole that refuse nothing (index rows that do not
+        add up to the signed census), said with every answer."""
+        ...
+
     def quarantined(self) -> dict[str, str]:
         """Records that failed verification (knowledge id → why), left out of every
         answer; the rest of the store is served."""

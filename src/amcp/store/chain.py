@@ -11,6 +11,7 @@ replayed behind the node's back by comparing the rows with the signed count and 
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -39,16 +40,30 @@ class Head:
     hash: str  # its chain hash (hex)
     rows: int  # record rows (tombstones included)
     digest: int  # their set digest (rowseal.digest_of)
+    # Row counts an open can take with one indexed COUNT each (records by lifecycle, TTL'd
+    # records, scope, tag, lexical and vector index rows), as sorted (name, count) pairs: a
+    # column edit that hides a record, or a deleted index row, changes one of them.
+    census: tuple[tuple[str, int], ...] = ()
+
+    def census_text(self) -> str:
+        return ",".join(f"{k}={v}" for k, v in self.census) or "-"
 
     def message(self, store_id: str) -> bytes:
         return (
-            f"amcp-chain-head/2:{store_id}:{self.seq}:{self.hash}:{self.rows}:{self.digest:064x}"
+            f"amcp-chain-head/3:{store_id}:{self.seq}:{self.hash}:{self.rows}:{self.digest:064x}"
+            f":{self.census_text()}"
         ).encode()
 
-    def moved(self, seq: int, hash_: str, rows: int, digest: int) -> Head:
+    def moved(
+        self, seq: int, hash_: str, rows: int, digest: int, census: Mapping[str, int]
+    ) -> Head:
         from amcp.store.rowseal import MODULUS
 
-        return Head(seq, hash_, self.rows + rows, (self.digest + digest) % MODULUS)
+        counts = dict(self.census)
+        for key, n in census.items():
+            counts[key] = counts.get(key, 0) + n
+        kept = tuple(sorted((k, v) for k, v in counts.items() if v))
+        return Head(seq, hash_, self.rows + rows, (self.digest + digest) % MODULUS, kept)
 
 
 EMPTY_HEAD = Head(0, GENESIS, 0, 0)
@@ -57,7 +72,7 @@ EMPTY_HEAD = Head(0, GENESIS, 0, 0)
 def sign_head(key: Ed25519PrivateKey, store_id: str, head: Head) -> str:
     """``store_meta.chain_head``: the head and its signature, space-separated."""
     sig = b64url(key.sign(head.message(store_id)))
-    return f"{head.seq} {head.hash} {sig} {head.rows} {head.digest:064x}"
+    return f"{head.seq} {head.hash} {sig} {head.rows} {head.digest:064x} {head.census_text()}"
 
 
 def read_head(public: Ed25519PublicKey, store_id: str, text: str) -> Head:
@@ -66,10 +81,11 @@ def read_head(public: Ed25519PublicKey, store_id: str, text: str) -> Head:
     from cryptography.exceptions import InvalidSignature
 
     parts = text.split()
-    if len(parts) != 5:
+    if len(parts) != 6:
         raise ValueError("the signed change-log head is malformed")
-    seq, hash_, sig, rows, digest = parts
-    head = Head(int(seq), hash_, int(rows), int(digest, 16))
+    seq, hash_, sig, rows, digest, census = parts
+    pairs = [] if census == "-" else [p.split("=", 1) for p in census.split(",")]
+    head = Head(int(seq), hash_, int(rows), int(digest, 16), tuple((k, int(v)) for k, v in pairs))
     try:
         public.verify(b64url_decode(sig), head.message(store_id))
     except (InvalidSignature, ValueError) as exc:

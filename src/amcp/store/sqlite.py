@@ -30,6 +30,7 @@ from amcp.errors import (
     StoreIntegrityError,
 )
 from amcp.keyring import Keyring, Witness
+from amcp.store import sqlite_census as census
 from amcp.store import sqlite_rows as col
 from amcp.store import termstats
 from amcp.store.admit import admits, scopes_text
@@ -107,6 +108,8 @@ class SQLiteStore(StateChanges, VerifiedReads, ChangeLog, IndexReads, AccessStat
         self._depth = 0
         self._dirty_head = False
         self._head_delta = (0, 0)
+        self._census_delta: dict[str, int] = {}
+        self._index_warnings: tuple[str, ...] = ()
         self._quarantine: dict[str, str] = {}
         self._decoded: OrderedDict[tuple[str, bytes], AMFRecord] = OrderedDict()
         self._hot_rows: dict[str, Any] = {}
@@ -214,7 +217,8 @@ class SQLiteStore(StateChanges, VerifiedReads, ChangeLog, IndexReads, AccessStat
             except sqlite3.OperationalError as exc:
                 raise StoreError(f"store is locked by another writer ({exc})") from exc
             self._depth += 1
-            delta = self._head_delta  # what a rolled-back savepoint must give back
+            # What a rolled-back savepoint must give back.
+            delta, census = self._head_delta, dict(self._census_delta)
             try:
                 yield
             except BaseException:
@@ -224,7 +228,7 @@ class SQLiteStore(StateChanges, VerifiedReads, ChangeLog, IndexReads, AccessStat
                 else:
                     self._db.execute(f"ROLLBACK TO sp{self._depth}")
                     self._db.execute(f"RELEASE sp{self._depth}")
-                    self._head_delta = delta
+                    self._head_delta, self._census_delta = delta, census
                 raise
             self._depth -= 1
             if not outermost:
@@ -252,6 +256,7 @@ class SQLiteStore(StateChanges, VerifiedReads, ChangeLog, IndexReads, AccessStat
     def _rollback(self) -> None:
         self._dirty_head = False
         self._head_delta = (0, 0)
+        self._census_delta = {}
         if self._db.in_transaction:
             with contextlib.suppress(sqlite3.Error):
                 self._db.execute("ROLLBACK")
@@ -318,7 +323,8 @@ class SQLiteStore(StateChanges, VerifiedReads, ChangeLog, IndexReads, AccessStat
                 known[kid] = (checksum, item.lifecycle.value, item.hlc, rowid)
                 results.append(PutResult(kid, created=True, hlc=item.hlc, rowid=rowid))
             if batch.records:
-                batch.write(self._db)
+                for key, n in batch.write(self._db).items():
+                    self._count(key, n)
                 self._dirty_head = True
                 counts.apply(self._db)
         return results
@@ -356,6 +362,8 @@ class SQLiteStore(StateChanges, VerifiedReads, ChangeLog, IndexReads, AccessStat
         )
         seal = self._sealer.seal(rowid, values, body)
         self._resealed(None, seal, rows=1)
+        self._count(census.LIFECYCLE + item.lifecycle.value)
+        self._count(census.EXPIRING, item.expires_at is not None)
         batch.records.append((rowid, *values, body, seal))
         batch.scopes.extend((rowid, s) for s in record.meta.project_scope)
         batch.tags.extend((rowid, t) for t in record.tags)
@@ -532,15 +540,22 @@ class SQLiteStore(StateChanges, VerifiedReads, ChangeLog, IndexReads, AccessStat
 
     def clear_vectors(self) -> None:
         with self.atomic():
-            self._db.execute("DELETE FROM vectors")
+            self._count(census.VECTORS, -self._db.execute("DELETE FROM vectors").rowcount)
+            self._dirty_head = True  # the census moved: sign it
 
     def set_vector(self, knowledge_id: str, vector: np.ndarray) -> None:
         with self.atomic():
             row = self._live_row(knowledge_id)
+            had = self._db.execute(
+                "SELECT 1 FROM vectors WHERE rowid=?", (row[col.ROWID],)
+            ).fetchone()
             self._db.execute(
                 "INSERT OR REPLACE INTO vectors(rowid, vec) VALUES (?,?)",
                 (row[col.ROWID], _vector_bytes(vector)),
             )
+            if had is None:
+                self._count(census.VECTORS)
+                self._dirty_head = True
 
     # ------------------------------------------------------------------ integrity
 

@@ -8,6 +8,7 @@ from typing import Any
 
 from amcp.amf.types import Lifecycle
 from amcp.errors import ConflictError, GoneError
+from amcp.store import sqlite_census as census
 from amcp.store import termpeaks
 from amcp.store.base import PutResult
 from amcp.store.sqlite_derived import EVENTS_SQL, LINKS_SQL
@@ -29,14 +30,19 @@ class Batch:
         self.lexical: list[tuple[int, str, str]] = []
         self.vectors: list[tuple[int, bytes]] = []
 
-    def write(self, db: sqlite3.Connection) -> None:
+    def write(self, db: sqlite3.Connection) -> dict[str, int]:
+        """Insert every table's rows; the census counts of the index rows added."""
         db.executemany(
             "INSERT INTO changes(seq, hlc, op, knowledge_id, details, hash) VALUES (?,?,?,?,?,?)",
             self.changes,
         )
         db.executemany(INSERT_SEALED, self.records)
-        db.executemany("INSERT OR IGNORE INTO record_scopes(rid, scope) VALUES (?,?)", self.scopes)
-        db.executemany("INSERT OR IGNORE INTO record_tags(rid, tag) VALUES (?,?)", self.tags)
+        scopes = db.executemany(
+            "INSERT OR IGNORE INTO record_scopes(rid, scope) VALUES (?,?)", self.scopes
+        ).rowcount
+        tags = db.executemany(
+            "INSERT OR IGNORE INTO record_tags(rid, tag) VALUES (?,?)", self.tags
+        ).rowcount
         db.executemany(EVENTS_SQL, self.events)
         db.executemany(LINKS_SQL, self.links)
         db.executemany(
@@ -44,6 +50,10 @@ class Batch:
         )
         termpeaks.count((t, c) for _r, t, c in self.lexical).apply(db)
         db.executemany("INSERT INTO vectors(rowid, vec) VALUES (?,?)", self.vectors)
+        return {
+            census.SCOPES: max(scopes, 0), census.TAGS: max(tags, 0),
+            census.LEXICAL: len(self.lexical), census.VECTORS: len(self.vectors),
+        }
 
 
 def rewrite_result(kid: str, checksum: str, found: tuple[Any, ...]) -> PutResult:

@@ -32,6 +32,8 @@ class ChangeLog:
     # Rows added and the change of the rows' set digest in the open transaction (rowseal):
     # the outermost commit adds them to the signed head.
     _head_delta: tuple[int, int]
+    # The census counts (``sqlite_census``) moved by the open transaction.
+    _census_delta: dict[str, int]
 
     def _upsert_meta(self, key: str, value: str) -> None:  # provided by SQLiteStore
         raise NotImplementedError
@@ -60,6 +62,11 @@ class ChangeLog:
         count, digest = self._head_delta
         self._head_delta = (count + rows, (digest + as_int(new) - as_int(old)) % MODULUS)
 
+    def _count(self, key: str, n: int = 1) -> None:
+        """Move one census count of the head this transaction will sign."""
+        if n:
+            self._census_delta[key] = self._census_delta.get(key, 0) + n
+
     def signed_head(self) -> Head:
         """The head as last signed (verified), read inside the caller's snapshot; the empty
         head for a store that has none yet. StoreIntegrityError if it does not verify."""
@@ -80,11 +87,12 @@ class ChangeLog:
         head it builds on is the one this transaction's snapshot holds (writers serialise)."""
         seq, chain = self._last_change()
         rows, digest = self._head_delta
-        head = self.signed_head().moved(seq, chain, rows, digest)
+        head = self.signed_head().moved(seq, chain, rows, digest, self._census_delta)
         # Still inside the outermost transaction (depth already unwound): write directly.
         self._upsert_meta("chain_head", sign_head(self.keyring.signing_key, self.store_id, head))
         self._remember_places()
         self._head_delta = (0, 0)
+        self._census_delta = {}
 
     def witness_places(self) -> list[Path]:
         """Where this store's head is witnessed: the keyring's directories and every one

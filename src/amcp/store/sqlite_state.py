@@ -16,6 +16,7 @@ from typing import Any
 
 from amcp.amf.types import Lifecycle
 from amcp.errors import GoneError, NotFoundError, StoreIntegrityError
+from amcp.store import sqlite_census as census
 from amcp.store import sqlite_rows as col
 from amcp.store import termpeaks, termstats
 from amcp.store.base import ChangeOp
@@ -34,6 +35,7 @@ class StateChanges:
     _append_change: Any
     _resealed: Any
     _drop_access: Any
+    _count: Any
 
     def _live_row(self, knowledge_id: str, *, allow_purged: bool = False) -> Any:
         """The verified row of ``knowledge_id`` for a state change (call in a transaction)."""
@@ -78,6 +80,8 @@ class StateChanges:
                 "superseded_by": superseded_by,
             }
             seq = self._append_change(op, knowledge_id, hlc, details)
+            self._count(census.LIFECYCLE + str(row[col.LIFECYCLE]), -1)
+            self._count(census.LIFECYCLE + lifecycle.value)
             values = list(row[col.FACTS])
             values[col.LIFECYCLE - 1] = lifecycle.value
             values[col.HLC - 1] = hlc
@@ -110,6 +114,7 @@ class StateChanges:
             seal = self._sealer.seal(rowid, values, None)
             self._db.execute(INSERT_SEALED, (rowid, *values, None, seal))
             self._resealed(None, seal, rows=1)
+            self._count(census.LIFECYCLE + Lifecycle.PURGED.value)
         return True
 
     def purge(self, knowledge_id: str, *, hlc: int, reason: str | None = None) -> None:
@@ -119,6 +124,8 @@ class StateChanges:
             if row[col.LIFECYCLE] == Lifecycle.ACTIVE:
                 termstats.count_rows(self._db, [rowid], -1)  # before its FTS row goes
             seq = self._append_change(ChangeOp.PURGE, knowledge_id, hlc, {"reason": reason})
+            self._count(census.LIFECYCLE + str(row[col.LIFECYCLE]), -1)
+            self._count(census.LIFECYCLE + Lifecycle.PURGED.value)
             values = list(row[col.FACTS])
             for at, value in (
                 (col.LIFECYCLE, Lifecycle.PURGED.value), (col.HLC, hlc), (col.REASON, reason),
@@ -139,9 +146,13 @@ class StateChanges:
         self._db.execute("DELETE FROM records_fts WHERE rowid=?", (rowid,))
         if fts is not None:
             termpeaks.forget_gone(self._db, *fts)
-        for table in ("vectors WHERE rowid", "record_tags WHERE rid", "record_events WHERE rid",
-                      "record_links WHERE rid", "access_daily WHERE rid"):
-            self._db.execute(f"DELETE FROM {table}=?", (rowid,))
+            self._count(census.LEXICAL, -1)
+        for key, table in ((census.VECTORS, "vectors WHERE rowid"),
+                           (census.TAGS, "record_tags WHERE rid"), ("", "record_events WHERE rid"),
+                           ("", "record_links WHERE rid"), ("", "access_daily WHERE rid")):
+            gone = self._db.execute(f"DELETE FROM {table}=?", (rowid,)).rowcount
+            if key:
+                self._count(key, -gone)
 
     def set_weight(self, knowledge_id: str, weight: float) -> None:
         """A learned weight, logged (``ChangeOp.WEIGHT``) and sealed like any other state."""

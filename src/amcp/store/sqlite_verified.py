@@ -33,9 +33,15 @@ class VerifiedReads:
     _lock: threading.RLock
     _sealer: Sealer
     _quarantine: dict[str, str]
+    _index_warnings: tuple[str, ...]
     _decoded: OrderedDict[tuple[str, bytes], AMFRecord]
     keyring: Keyring
     _state: Any  # provided by AccessStats
+
+    def integrity_warnings(self) -> tuple[str, ...]:
+        """Store-level findings that refuse nothing but must be said with every answer
+        (index rows that do not add up to the signed census)."""
+        return self._index_warnings
 
     def quarantined(self) -> dict[str, str]:
         """Records that failed verification, with why: left out of every answer."""

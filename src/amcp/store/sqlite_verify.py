@@ -32,6 +32,7 @@ from amcp.keyring import Witness
 from amcp.store.base import IntegrityReport
 from amcp.store.chain import GENESIS, Head, link_hash
 from amcp.store.rowseal import digest_of
+from amcp.store.sqlite_census import census_of, differences
 from amcp.store.sqlite_rows import BODY, CHAIN_SEQ, FACTS, KID, ROW_COLS, ROWID, SEAL
 
 if TYPE_CHECKING:
@@ -186,12 +187,23 @@ def verify_store(
         if not problems:
             problems = _check_witnesses(self, seen, seq_seen)
         damaged: dict[str, str] = {}
+        index_warnings: list[str] = []
         if not problems and head is not None:
             seals = [r[0] for r in self._db.execute("SELECT seal FROM records")]
-            if full or len(seals) != head.rows or digest_of(seals) != head.digest:
+            off = differences(dict(head.census), census_of(self._db))
+            if full or off or len(seals) != head.rows or digest_of(seals) != head.digest:
                 damaged = find_damaged(self, full=full)
-                if not damaged and not full:
+                if not damaged and len(seals) == head.rows and off:
+                    # No row is damaged, yet the index rows do not add up: some were added
+                    # or deleted behind the node's back, and a record may be left out of
+                    # searches. A warning, not a refusal: every served record is verified.
+                    index_warnings = [
+                        "the store's index rows differ from its signed counts ("
+                        + "; ".join(off) + "): records may be missing from searches"
+                    ]
+                elif not damaged and not full:
                     problems.append("the record rows do not add up to the signed head")
+    self._index_warnings = tuple(index_warnings)
     for kid, reason in damaged.items():
         self._quarantine_add(kid, reason)
     return IntegrityReport(
