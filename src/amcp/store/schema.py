@@ -171,6 +171,9 @@ def _add_seal_columns(db: sqlite3.Connection) -> None:
     for name, kind in (("scopes", "TEXT"), ("envelope", "TEXT"), ("seal", "BLOB")):
         if name not in have:
             db.execute(f"ALTER TABLE records ADD COLUMN {name} {kind}")
+    # The check on open sums every seal: a covering index makes that a walk of ~3 MB at
+    # 100k records instead of the table itself, whose rows carry the bodies (~60 MB).
+    db.execute("CREATE INDEX IF NOT EXISTS records_seal ON records(seal)")
 
 
 BACKFILLS: dict[int, Callable[[sqlite3.Connection], None]] = {
