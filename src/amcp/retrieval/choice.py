@@ -41,9 +41,15 @@ def resolve_embedder(store: Store, choice: str | Embedder | None) -> Embedder | 
     else:
         embedder = choice
     if recorded is None:
-        store.set_meta("embedding_model", embedder.model_id)
-        store.set_meta("embedding_dim", str(embedder.dim))
-    elif recorded != embedder.model_id or store.get_meta("embedding_dim") != str(embedder.dim):
+        # Both in one transaction, and only if no other process recorded a model first:
+        # a second process creating the store must never read the model without its dim.
+        with store.atomic():
+            recorded = store.get_meta("embedding_model")
+            if recorded is None:
+                store.set_meta("embedding_model", embedder.model_id)
+                store.set_meta("embedding_dim", str(embedder.dim))
+                return embedder
+    if recorded != embedder.model_id or store.get_meta("embedding_dim") != str(embedder.dim):
         raise EmbeddingMismatchError(
             f"this store was indexed with {recorded} "
             f"(dim {store.get_meta('embedding_dim')}) but the embedder is "

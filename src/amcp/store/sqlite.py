@@ -87,6 +87,20 @@ def _restrict(path: Path) -> None:
 
 
 
+def _wal_mode(db: sqlite3.Connection, timeout_s: float) -> str:
+    """Switch to WAL. Switching a brand-new file needs an exclusive lock, and SQLite does
+    not wait on its busy handler for that: several processes creating one store at once
+    got "database is locked" here. So the switch is retried until ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            return str(db.execute("PRAGMA journal_mode=WAL").fetchone()[0])
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() >= deadline:
+                raise
+            time.sleep(0.01)
+
+
 class SQLiteStore(StateChanges, VerifiedReads, ChangeLog, IndexReads, AccessStats):
     """``Store`` over a single SQLite file. Thread-safe through one re-entrant lock.
 
@@ -122,7 +136,7 @@ class SQLiteStore(StateChanges, VerifiedReads, ChangeLog, IndexReads, AccessStat
             if not self.path.parent.is_dir():
                 self.path.parent.mkdir(parents=True, exist_ok=True, mode=_DIR_MODE)
             self._db = _connect(self.path, lock_timeout_s)
-            mode = self._db.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+            mode = _wal_mode(self._db, lock_timeout_s)
             # NORMAL in WAL mode survives a killed process (only power loss can lose the
             # last transactions), which is the guarantee the import/ack path promises.
             self._db.execute("PRAGMA synchronous=NORMAL")
