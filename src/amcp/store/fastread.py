@@ -127,9 +127,17 @@ class FastReader:
             self._db.close()
             raise
         self._data_key: Any = None
+        # Records this reader left out because they failed verification (id -> why).
+        self._left_out: dict[str, str] = {}
 
     def close(self) -> None:
         self._db.close()
+
+    def quarantined(self) -> dict[str, str]:
+        """Records this reader left out of its answers because they failed verification.
+        (It sees only what it reads: deletions and rows replayed from an older copy are for
+        the full check on the next ``Memory``/node open, or ``amcp verify``.)"""
+        return dict(self._left_out)
 
     def __enter__(self) -> FastReader:
         return self
@@ -240,8 +248,12 @@ class FastReader:
             f"SELECT rowid, {_SEALED_COLS}, body, seal FROM records "
             f"WHERE knowledge_id IN ({_marks(len(kids))}) AND body IS NOT NULL", list(kids))
         wanted = {*scopes, GLOBAL} if scopes else None
-        rows = [r[1:] for r in stored if self._sealer.check(r[0], r[1:-2], r[-2], r[-1])
-                and _passes(r[1:-2], wanted, now, kinds, sensitive)]  # else edited: left out
+        rows = []
+        for r in stored:
+            if not self._sealer.check(r[0], r[1:-2], r[-2], r[-1]):
+                self._left_out[r[1]] = "its row does not match its seal (changed outside amcp)"
+            elif _passes(r[1:-2], wanted, now, kinds, sensitive):
+                rows.append(r[1:])
         # The change each row says it is the latest state of must be in the log, for this
         # record: one indexed lookup for all, instead of the chain walk a hook cannot pay.
         seqs = [r[_CHAIN_SEQ] for r in rows]
@@ -250,7 +262,11 @@ class FastReader:
         by_id: dict[str, FastRecord] = {}
         for row in rows:
             found = self._record(row) if logged.get(row[_CHAIN_SEQ]) == row[0] else None
-            if found is not None:
+            if found is None:
+                self._left_out[row[0]] = (
+                    "its latest change is not in the log, or its body does not decode"
+                )
+            else:
                 by_id[found.knowledge_id] = found
         return [by_id[k] for k in kids if k in by_id]
 
