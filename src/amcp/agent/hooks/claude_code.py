@@ -29,6 +29,7 @@ from amcp.agent.hooks.hookio import (
     HookInput,
     HookInputError,
     hook_argv,
+    read_tail,
 )
 from amcp.agent.hooks.ledger import SessionLedger
 from amcp.lean import TYPE_CHECKING
@@ -42,7 +43,6 @@ if TYPE_CHECKING:  # names for annotations only: ``typing`` stays off the hook p
     StrPath = str | os.PathLike[str]
 
 PREFERENCE_KINDS = ("preference",)  # what session start shows from the user's scopes
-TRANSCRIPT_TAIL = 256 * 1024  # bytes of the transcript read to find the last reply
 # Patterns as strings (flags inline), compiled on first use through ``re``'s cache: a hook
 # process uses one or two of them, and compiling all at import costs every event ~1.5 ms.
 LEARN = r"(?m)^\s*AMCP-LEARN:\s*(?P<text>\S.{2,})$"
@@ -452,13 +452,8 @@ def last_reply(inp: HookInput) -> str:
     path = inp.text("transcript_path")
     if not path:
         return ""
-    try:
-        with open(path, "rb") as fh:
-            fh.seek(0, 2)
-            size = fh.tell()
-            fh.seek(max(0, size - TRANSCRIPT_TAIL))
-            tail = fh.read().decode("utf-8", "replace")
-    except OSError:
+    tail = read_tail(path)
+    if tail is None:
         return ""
     for line in reversed(tail.splitlines()):
         try:

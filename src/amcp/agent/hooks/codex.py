@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 
+from amcp.agent.hooks.hookio import read_tail
 from amcp.lean import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -33,12 +34,8 @@ TAIL = 256 * 1024
 
 def rollout_reply(path: str) -> str:
     """The last assistant message in a Codex rollout file ('' when there is none)."""
-    try:
-        with open(path, "rb") as fh:
-            fh.seek(0, 2)
-            fh.seek(max(0, fh.tell() - TAIL))
-            tail = fh.read().decode("utf-8", "replace")
-    except OSError:
+    tail = read_tail(path, TAIL)
+    if tail is None:
         return ""
     for line in reversed(tail.splitlines()):
         try:

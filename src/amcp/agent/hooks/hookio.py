@@ -110,5 +110,20 @@ class HookInput(NamedTuple):
         return value if isinstance(value, str) else ""
 
 
-__all__ = ["ENTRY_CODE", "EVENTS", "MAX_STDIN", "HookConfig", "HookInput", "HookInputError",
-           "hook_argv"]
+TRANSCRIPT_TAIL = 256 * 1024  # bytes of a transcript read to find the last reply
+
+
+def read_tail(path: str, limit: int = TRANSCRIPT_TAIL) -> str | None:
+    """The last ``limit`` bytes of a transcript file as text (None if it cannot be read):
+    a session's transcript grows without bound, its last reply is at the end."""
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(0, 2)
+            fh.seek(max(0, fh.tell() - limit))
+            return fh.read().decode("utf-8", "replace")
+    except OSError:
+        return None
+
+
+__all__ = ["ENTRY_CODE", "EVENTS", "MAX_STDIN", "TRANSCRIPT_TAIL", "HookConfig", "HookInput",
+           "HookInputError", "hook_argv", "read_tail"]
