@@ -63,6 +63,14 @@ def _put_body(db: sqlite3.Connection, kid: str, body: dict[str, Any]) -> None:
     db.execute("UPDATE records SET body=? WHERE knowledge_id=?", (canonical_packb(body), kid))
 
 
+def _forge_scope(path: Path, kid: str, scope: str) -> None:
+    """Insert a ``record_scopes`` row putting ``kid`` into ``scope`` (an index row only)."""
+    db = _db(path)
+    rid = db.execute("SELECT rowid FROM records WHERE knowledge_id=?", (kid,)).fetchone()[0]
+    db.execute("INSERT INTO record_scopes(rid, scope) VALUES (?, ?)", (rid, scope))
+    db.close()
+
+
 def _served(mem: Memory, query: str, scope: str | None = None) -> set[str]:
     ids = {h.knowledge_id for h in mem.recall(query, k=20, scope=scope).hits}
     ids |= {s.knowledge_id for s in mem.list_records(RecordFilter(), limit=100)}
@@ -126,10 +134,7 @@ def test_an_inserted_scope_row_does_not_leak_bob_into_alice(
     store: tuple[Path, dict[str, str]],
 ) -> None:
     path, ids = store
-    db = _db(path)
-    rid = db.execute("SELECT rowid FROM records WHERE knowledge_id=?", (ids["bob"],)).fetchone()[0]
-    db.execute("INSERT INTO record_scopes(rid, scope) VALUES (?, 'user:alice')", (rid,))
-    db.close()
+    _forge_scope(path, ids["bob"], "user:alice")
     with _open(path) as mem:
         alice = {h.knowledge_id for h in mem.recall("bank", k=10, scope="user:alice").hits}
         listed = {s.knowledge_id for s in mem.list_records(RecordFilter(scopes=("user:alice",)))}
@@ -399,10 +404,7 @@ def test_a_forged_scope_row_does_not_reach_a_context_pack(
     store: tuple[Path, dict[str, str]],
 ) -> None:
     path, ids = store
-    db = _db(path)
-    rid = db.execute("SELECT rowid FROM records WHERE knowledge_id=?", (ids["bob"],)).fetchone()[0]
-    db.execute("INSERT INTO record_scopes(rid, scope) VALUES (?, 'user:alice')", (rid,))
-    db.close()
+    _forge_scope(path, ids["bob"], "user:alice")
     with _open(path) as mem:
         pack = mem.context("bank Northwind tabs", budget_tokens=4000, scopes=["user:alice"])
         assert ids["bob"] not in {i.knowledge_id for i in pack.items}

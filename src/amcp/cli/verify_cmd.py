@@ -104,8 +104,9 @@ def _print(report: IntegrityReport) -> None:
                   "new store.")
     if report.damaged:
         out.print(f"{len(report.damaged)} record(s) quarantined: left out of every answer; "
-                  "the rest of the store is served. Re-import them from an export or a peer "
-                  "to replace them.")
+                  "the rest of the store is served. To be rid of them, salvage what verifies "
+                  "(`amcp verify --salvage FILE`) and import it, with good copies of the "
+                  "damaged records from an export or a peer, into a new store.")
 
 
 __all__ = ["verify"]
