@@ -14,7 +14,8 @@ Two parts:
    the witness deleted), each on a fresh store, read back through ``Memory.recall``,
    ``read``, ``list_records``, ``context``, ``export``, ``amcp recall`` (a subprocess),
    ``POST /v1/recall`` (HTTP API, TestClient), ``memory_recall`` (MCP, the SDK's client),
-   the node (``SyncClient`` over loopback) and the hooks' ``FastReader``.
+   the node (``SyncClient`` over loopback) and the hooks' file backend (``FastReader``, or
+   ``Memory`` when the rows do not add up to the signed head).
 
 Cell verdicts: REFUSED (the open failed with an integrity message: right only for damage
 to the log itself), QUARANTINED (the bad record left out, a warning surfaced), BLOCKED
@@ -52,7 +53,7 @@ from tests.store import tamper_kit as kit  # noqa: E402
 from tests.store.tamper_kit import Expect, Observation, Seeded, Seen  # noqa: E402
 
 PATHS = ("recall", "get/read", "list", "context", "export", "cli", "http", "mcp", "node",
-         "fastread")
+         "hooks")
 # The CLI of this tree (not whatever ``amcp`` the venv installed): ``python -m`` with src/
 # first on the path, in the child's environment.
 AMCP = (sys.executable, "-m", "amcp.cli.entry")
@@ -255,7 +256,7 @@ def all_paths(s: Seeded, exp: Expect, *, cli: bool, node: bool) -> list[Observat
     obs.append(http_path(s, exp))
     obs.append(mcp_path(s, exp))
     obs.append(node_path(s, exp) if node else Observation("node", applicable=False))
-    obs.append(kit.fastread_path(s, exp))
+    obs.append(kit.hooks_path(s, exp))
     return obs
 
 
@@ -488,7 +489,7 @@ class AmcpAdapter(MemoryAdapter):
         failed read or warning). The per-path cells stay strict (``last_cells``)."""
         s = self._s()
         exp = Expect(victims=(), good=tuple(s.alice), unnoticed_is_served=True)
-        obs = [*kit.memory_paths(s, exp), kit.fastread_path(s, exp)]
+        obs = [*kit.memory_paths(s, exp), kit.hooks_path(s, exp)]
         self.last_cells = {o.path: kit.verdict(o, exp, s)[0] for o in obs}
         served = [o.path for o in obs if kit.bad_items(o, exp, s)]
         noticed = [f"{o.path}: {o.refused or o.error or f'{o.warnings} warning(s)'}"

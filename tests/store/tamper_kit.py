@@ -847,24 +847,28 @@ def memory_path(name: str) -> Any:
     return run
 
 
-def fastread_path(s: Seeded, exp: Expect) -> Observation:
-    """The hooks' reader: lexical recall and the pointer tier, read-only, no ``Memory``."""
-    from amcp.store.fastread import FastReader
+def hooks_path(s: Seeded, exp: Expect) -> Observation:
+    """A coding-agent hook's reads of the file (no node): prompt recall and the pointer
+    tier, through the backend a hook opens (the lean fast reader, or ``Memory`` with the
+    full check when the rows do not add up to the signed head)."""
+    from amcp.agent.hooks.backends import open_backend
+    from amcp.agent.hooks.hookio import HookConfig
 
     if exp.tags or exp.created_after:
-        return Observation("fastread", applicable=False)
+        return Observation("hooks", applicable=False)
+    cfg = HookConfig(home=str(s.root / "hook-home"), store=str(s.db), node=None)
     try:
-        reader = FastReader(s.db, key_dir=s.keys)
+        backend = open_backend(cfg)
     except Exception as exc:
-        return Observation("fastread", refused=f"{type(exc).__name__}: {exc}")
+        return Observation("hooks", refused=f"{type(exc).__name__}: {exc}")
     try:
         scopes = [exp.scope] if exp.scope else [ALICE, BOB]
-        # search takes no kind filter: with one, only the (kind-filtered) pointer tier.
-        got = [] if exp.kinds else reader.search(exp.query(s) or "ledger", scopes, 20)
-        got += reader.ranked(scopes, 50, kinds=list(exp.kinds) if exp.kinds else None)
+        # recall takes no kind filter: with one, only the (kind-filtered) pointer tier.
+        got = [] if exp.kinds else backend.recall(exp.query(s) or "ledger", scopes, 20)
+        got += backend.pointers(scopes, 50, kinds=list(exp.kinds) if exp.kinds else None)
         seen = [Seen(r.knowledge_id, r.text, "active", r.weight) for r in got]
-        return Observation("fastread", seen, warnings=warning_count(reader))
+        return Observation("hooks", seen, warnings=len(backend.warnings()))
     except Exception as exc:
-        return Observation("fastread", error=f"{type(exc).__name__}: {exc}")
+        return Observation("hooks", error=f"{type(exc).__name__}: {exc}")
     finally:
-        reader.close()
+        backend.close()

@@ -13,7 +13,7 @@ from amcp.memory import Memory
 from amcp.retrieval.search import SearchTuning
 from amcp.store import fastread
 from amcp.store.base import RecordFilter
-from amcp.store.fastread import FastReader, StaleStore
+from amcp.store.fastread import FastReader, StaleStore, Unreconciled
 
 WORDS = ["parser", "lexer", "planner", "deploy", "migration", "cache", "index", "vector",
          "socket", "frame", "session", "ledger", "commit", "branch", "release", "docker"]
@@ -104,6 +104,16 @@ def _copy(store: Path, tmp_path: Path) -> Path:
     return tmp_path / "home" / "memory.db"
 
 
+def _small_store(tmp_path: Path) -> tuple[Path, list[str]]:
+    """A store of its own, for a test that writes (copies of the module's store share its
+    store id, so one copy's write would move the witness past the others' logs)."""
+    db = tmp_path / "own" / "memory.db"
+    with Memory(db, embedder="hashing") as mem:
+        outs = mem.remember_many([{"text": f"own note {i} about the planner",
+                                   "scope": "project:p"} for i in range(20)])
+    return db, [o.knowledge_id for o in outs]
+
+
 def test_reading_never_writes_the_file(store: Path, tmp_path: Path) -> None:
     db = _copy(store, tmp_path)
     before = db.read_bytes()
@@ -187,3 +197,107 @@ def test_reads_a_store_in_a_directory_with_uri_characters(tmp_path: Path) -> Non
         kid = mem.remember("The odd directory still opens read-only", scope="project:p")
     with FastReader(str(home / "memory.db")) as reader:
         assert [r.knowledge_id for r in reader.ranked(["project:p"], 5)] == [kid.knowledge_id]
+
+
+def _edit(db: Path, *statements: str) -> None:
+    raw = sqlite3.connect(db)
+    for sql in statements:
+        raw.execute(sql)
+    raw.commit()
+    raw.close()
+
+
+@pytest.mark.parametrize("edit", [
+    # a record row deleted, a live record hidden by its lifecycle column, its scope row
+    # deleted (left out of every scoped search), a vector row deleted
+    "DELETE FROM records WHERE rowid = (SELECT MAX(rowid) FROM records)",
+    "UPDATE records SET lifecycle='invalidated' WHERE rowid = 5",
+    "DELETE FROM record_scopes WHERE rid = 5",
+    "DELETE FROM vectors WHERE rowid = 5",
+])
+def test_rows_that_do_not_add_up_to_the_signed_head_are_not_read_here(
+        store: Path, tmp_path: Path, edit: str) -> None:
+    """What no per-record check can see (a row that is gone is never read) is seen from the
+    head's counts: the reader hands the open to Memory's full check."""
+    db = _copy(store, tmp_path)
+    _edit(db, edit)
+    with pytest.raises(Unreconciled, match="differ from the signed head"):
+        FastReader(db)
+
+
+def test_a_head_without_its_mac_is_handed_to_the_full_check(store: Path,
+                                                            tmp_path: Path) -> None:
+    db = _copy(store, tmp_path)
+    _edit(db, "UPDATE store_meta SET value = substr(value, 1, length(value) - 65)"
+              " WHERE key = 'chain_head'")  # the head as written before the MAC existed
+    with pytest.raises(Unreconciled, match="no MAC"):
+        FastReader(db)
+    with Memory(db) as mem:  # the signature still verifies: Memory opens it, unharmed
+        assert not mem.warnings()
+
+
+def test_a_forged_head_mac_is_not_believed(store: Path, tmp_path: Path) -> None:
+    """An attacker who deletes a row and rewrites the head's counts cannot MAC them."""
+    db = _copy(store, tmp_path)
+    raw = sqlite3.connect(db)
+    text = raw.execute("SELECT value FROM store_meta WHERE key='chain_head'").fetchone()[0]
+    seq, hash_, sig, rows, digest, census, _mac = text.split()
+    forged = " ".join([seq, hash_, sig, str(int(rows) - 1), digest, census, "0" * 64])
+    raw.execute("DELETE FROM records WHERE rowid = (SELECT MAX(rowid) FROM records)")
+    raw.execute("UPDATE store_meta SET value=? WHERE key='chain_head'", (forged,))
+    raw.commit()
+    raw.close()
+    with pytest.raises(Unreconciled, match="no MAC"):
+        FastReader(db)
+
+
+def test_an_older_copy_of_a_row_is_left_out(tmp_path: Path) -> None:
+    """A row from a backup carries a valid seal; it is not its record's latest state."""
+    db, kids = _small_store(tmp_path)
+    kid = kids[3]
+    raw = sqlite3.connect(db)
+    old = raw.execute("SELECT * FROM records WHERE knowledge_id=?", (kid,)).fetchone()
+    raw.close()
+    with Memory(db) as mem:
+        mem.store.set_weight(kid, 0.2)  # a logged change: the row moves on
+    cols = ",".join("?" * len(old))
+    raw = sqlite3.connect(db)
+    raw.execute(f"REPLACE INTO records VALUES ({cols})", old)  # the backup's row put back
+    raw.commit()
+    raw.close()
+    with FastReader(db) as reader:
+        shown = [r.knowledge_id for r in reader.ranked(("project:p",), 400)]
+        assert kid not in shown and shown
+        assert "older copy" in reader.quarantined()[kid]
+
+
+def test_opens_while_another_process_writes_see_no_damage(tmp_path: Path) -> None:
+    """The witness, the log tail and the head's counts are read in one snapshot: an open
+    racing a writer never mistakes a commit in between for a rollback or a missing row."""
+    import subprocess
+    import sys
+    import textwrap
+
+    db, _kids = _small_store(tmp_path)
+    script = textwrap.dedent(f"""
+        import sys
+        from amcp.memory import Memory
+        with Memory({str(db)!r}, embedder="hashing") as mem:
+            print("ready", flush=True)
+            for i in range(150):
+                mem.remember(f"concurrent note {{i}} about the planner", scope="project:p")
+    """)
+    writer = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE,
+                              text=True)
+    assert writer.stdout is not None and writer.stdout.readline().strip() == "ready"
+    opens = 0
+    try:
+        while writer.poll() is None:
+            with FastReader(db) as reader:  # raises on any alarm, false or not
+                reader.ranked(("project:p",), 5)
+                assert not reader.quarantined()
+            opens += 1
+    finally:
+        writer.wait(60)
+        writer.stdout.close()
+    assert writer.returncode == 0 and opens > 5

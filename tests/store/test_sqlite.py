@@ -11,7 +11,7 @@ from tests.store.records import rec
 
 from amcp.errors import StoreError, StoreIntegrityError
 from amcp.keyring import Keyring
-from amcp.store.schema import MIGRATIONS, SCHEMA_VERSION, split_sql
+from amcp.store.schema import BACKFILLS, MIGRATIONS, SCHEMA_VERSION, split_sql
 from amcp.store.sqlite import SQLiteStore
 
 
@@ -31,6 +31,8 @@ def test_each_migration_upgrades_a_store_left_at_the_previous_version(
     for number in range(start):
         for stmt in split_sql(MIGRATIONS[number]):
             db.execute(stmt)
+        if number + 1 in BACKFILLS:  # as migrate() runs it, after the migration's SQL
+            BACKFILLS[number + 1](db)
         db.execute(f"PRAGMA user_version={number + 1}")
     db.close()
     s = open_at(tmp_path)

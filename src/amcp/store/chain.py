@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from amcp.amf.canonical import canonical_packb
 from amcp.amf.ids import b64url, b64url_decode
+from amcp.store import headtext
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import (
@@ -45,14 +46,9 @@ class Head:
     # column edit that hides a record, or a deleted index row, changes one of them.
     census: tuple[tuple[str, int], ...] = ()
 
-    def census_text(self) -> str:
-        return ",".join(f"{k}={v}" for k, v in self.census) or "-"
-
     def message(self, store_id: str) -> bytes:
-        return (
-            f"amcp-chain-head/3:{store_id}:{self.seq}:{self.hash}:{self.rows}:{self.digest:064x}"
-            f":{self.census_text()}"
-        ).encode()
+        return headtext.message(store_id, self.seq, self.hash, self.rows, self.digest,
+                                self.census)
 
     def moved(
         self, seq: int, hash_: str, rows: int, digest: int, census: Mapping[str, int]
@@ -69,25 +65,24 @@ class Head:
 EMPTY_HEAD = Head(0, GENESIS, 0, 0)
 
 
-def sign_head(key: Ed25519PrivateKey, store_id: str, head: Head) -> str:
-    """``store_meta.chain_head``: the head and its signature, space-separated."""
-    sig = b64url(key.sign(head.message(store_id)))
-    return f"{head.seq} {head.hash} {sig} {head.rows} {head.digest:064x} {head.census_text()}"
+def sign_head(key: Ed25519PrivateKey, mac_key: bytes, store_id: str, head: Head) -> str:
+    """``store_meta.chain_head``: the head, its signature and its MAC (``headtext``)."""
+    text = headtext.HeadText(head.seq, head.hash, b64url(key.sign(head.message(store_id))),
+                             head.rows, head.digest, head.census)
+    text.mac = headtext.mac_of(mac_key, text, store_id)
+    return headtext.format_head(text)
 
 
-def read_head(public: Ed25519PublicKey, store_id: str, text: str) -> Head:
+def read_head(public: Ed25519PublicKey, store_id: str, stored: str) -> Head:
     """The head a ``chain_head`` value carries; ValueError if it is malformed or its
-    signature does not verify (under ``public``, for ``store_id``)."""
+    signature does not verify (under ``public``, for ``store_id``). The MAC is the fast
+    reader's; the signature is the stronger check and the one every other reader makes."""
     from cryptography.exceptions import InvalidSignature
 
-    parts = text.split()
-    if len(parts) != 6:
-        raise ValueError("the signed change-log head is malformed")
-    seq, hash_, sig, rows, digest, census = parts
-    pairs = [] if census == "-" else [p.split("=", 1) for p in census.split(",")]
-    head = Head(int(seq), hash_, int(rows), int(digest, 16), tuple((k, int(v)) for k, v in pairs))
+    text = headtext.parse_head(stored)
+    head = Head(text.seq, text.hash, text.rows, text.digest, text.census)
     try:
-        public.verify(b64url_decode(sig), head.message(store_id))
+        public.verify(b64url_decode(text.signature), head.message(store_id))
     except (InvalidSignature, ValueError) as exc:
         raise ValueError("the signature on the change-log head does not verify") from exc
     return head

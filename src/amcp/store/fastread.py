@@ -12,15 +12,25 @@ total, so the hooks read the file here instead, with stdlib ``sqlite3`` and ``ms
   embedder (a test holds the two to the same answers);
 * no O(records) work: no ``quick_check``, no walk of the change log.
 
-What a reader here still checks, per record it hands out (as ``SQLiteStore`` reads do): the
-row's seal (``rowseal``: an HMAC under the node's key over every state column and the body
-bytes), and the filter again against the sealed columns (``admit``), so an edited row, an
-edited body or an inserted index row is left out (quarantined) instead of shown. Once per
-open it checks the change-log tail against the witnesses kept outside the store (a store
-rolled back to an older copy, or replaced, is refused). What it skips: re-hashing the whole
-chain, the Ed25519 signature on its head and the sum of all seals against it — the full
-check every ``Memory``/node open runs. docs/hooks.md ("Tamper evidence") says why that is an
-acceptable trade for a hook.
+What a reader here checks. Once per open, in one read snapshot: the change-log tail against
+the witnesses kept outside the store (a store rolled back to an older copy, or replaced, is
+refused), and the signed head against the tables — it ends the log, and the record count
+and the census (rows by lifecycle, TTL'd rows, scope/tag/lexical/vector index rows) are what
+it says. The head is checked by its MAC (``headtext``), not its Ed25519 signature, so no
+``cryptography`` is loaded. A head that does not add up (rows deleted or hidden, index rows
+removed, a head written before MACs) raises ``Unreconciled``: only the full check can say
+which records are damaged, so the caller opens ``Memory`` instead (``hooks.backends``).
+Per record it hands out (as ``SQLiteStore`` reads do): the row's seal (``rowseal``: an HMAC
+under the node's key over every state column and the body bytes), that the row is its
+record's latest logged state (an older copy of the row is left out), and the filter again
+against the sealed columns (``admit``), so an edited row, an edited body, a replayed row or
+an inserted index row is left out (quarantined, ``quarantined()``) instead of shown.
+
+What it skips: re-hashing the chain and summing every seal against the signed digest (the
+full check every ``Memory``/node open runs; ~55 ms of the digest alone at 100k records).
+What that leaves is an edit the per-record checks catch anyway when the record is served:
+the digest's extra power is to notice a replayed or edited row that no query reached.
+docs/hooks.md ("Tamper evidence") has the table.
 """
 
 from __future__ import annotations
@@ -36,8 +46,10 @@ from amcp.errors import StoreError, StoreIntegrityError
 from amcp.lean import TYPE_CHECKING, NamedTuple
 from amcp.store import termstats
 from amcp.store.admit import GLOBAL, row_scopes
-from amcp.store.rowseal import SEALED, Sealer
+from amcp.store.headtext import MAC_PURPOSE, mac_verifies, parse_head
+from amcp.store.rowseal import EDITED, SEALED, STALE_ROW, UNLOGGED, Sealer
 from amcp.store.schema import SCHEMA_VERSION
+from amcp.store.sqlite_census import census_of, differences
 
 if TYPE_CHECKING:
     from typing import Any
@@ -57,11 +69,20 @@ _DAY = 86_400.0
 # A scope with at most this many records is read row by row and sorted: cheaper than
 # walking the ranked index past the records of other scopes (see FastReader.ranked).
 SMALL_SCOPE = 256
+_GENESIS = "0" * 64  # amcp.store.chain.GENESIS (that module needs dataclasses)
 
 
-class StaleStore(StoreError):
-    """The file's schema is not the one this amcp writes: open it with ``Memory`` (which
-    migrates it) instead of reading it here."""
+class NeedsMemory(StoreError):
+    """This reader cannot answer for the file: open it with ``Memory`` instead."""
+
+
+class StaleStore(NeedsMemory):
+    """The file's schema is not the one this amcp writes: ``Memory`` migrates it."""
+
+
+class Unreconciled(NeedsMemory):
+    """The rows do not add up to the signed head (or the head predates its MAC): only the
+    full check on a ``Memory`` open can say which records are damaged, and quarantine them."""
 
 
 class FastRecord(NamedTuple):
@@ -121,7 +142,7 @@ class FastReader:
             raise StaleStore(f"{self.path} has schema v{version}, not v{SCHEMA_VERSION}")
         try:
             self.store_id = self.meta("store_id") or ""
-            self._check_witness()
+            self._check_open()
             self._sealer = Sealer(self._derive("row-seal"), self.store_id)
         except BaseException:
             self._db.close()
@@ -134,9 +155,8 @@ class FastReader:
         self._db.close()
 
     def quarantined(self) -> dict[str, str]:
-        """Records this reader left out of its answers because they failed verification.
-        (It sees only what it reads: deletions and rows replayed from an older copy are for
-        the full check on the next ``Memory``/node open, or ``amcp verify``.)"""
+        """Records this reader left out of its answers because they failed verification
+        (id -> why). Deleted or hidden rows are not here: they stop the open (``Unreconciled``)."""
         return dict(self._left_out)
 
     def __enter__(self) -> FastReader:
@@ -169,22 +189,41 @@ class FastReader:
             raise StoreError(f"cannot read the store's data key {path}: {exc}") from exc
         return derive_key(raw, purpose)
 
-    def _check_witness(self) -> None:
-        """The log tail against each witness outside the store: O(1), not a chain walk."""
+    def _check_open(self) -> None:
+        """The witnesses, then the log tail and the signed head in one read snapshot.
+
+        The witness files are read first: a witness is written after its commit, so one read
+        before the snapshot never names a head the snapshot lacks (no false rollback alarm
+        while another process writes)."""
         if not self.store_id:
             return
-        last = self._q("SELECT MAX(seq) FROM changes")[0][0] or 0
-        found = False
+        witnessed = self._read_witnesses()
+        self._db.execute("BEGIN")
+        try:
+            row = self._q("SELECT seq, hash FROM changes ORDER BY seq DESC LIMIT 1")
+            last, tail = (int(row[0][0]), str(row[0][1])) if row else (0, _GENESIS)
+            self._check_witnesses(witnessed, last)
+            self._check_head(last, tail)
+        finally:
+            self._db.execute("COMMIT")
+
+    def _read_witnesses(self) -> list[tuple[str, str]]:
+        """(path, text) of each witness of this store that exists."""
+        found = []
         for where in self.witness_dirs:
             path = os.path.join(where, f"{self.store_id}.head")
             try:
                 with open(path, encoding="ascii") as fh:
-                    text = fh.read()
+                    found.append((path, fh.read()))
             except FileNotFoundError:
                 continue
             except OSError as exc:
                 raise StoreIntegrityError(f"witness file {path} is unreadable: {exc}") from exc
-            found = True
+        return found
+
+    def _check_witnesses(self, witnessed: Sequence[tuple[str, str]], last: int) -> None:
+        """The log against each witness outside the store: O(1), not a chain walk."""
+        for path, text in witnessed:
             try:
                 seq_text, head = text.split()
                 seq = int(seq_text)
@@ -192,14 +231,31 @@ class FastReader:
                 raise StoreIntegrityError(f"witness file {path} is malformed") from exc
             if seq > last:
                 raise StoreIntegrityError(f"{self.path} was rolled back: the witness has seen "
-                                     f"change {seq}, the log ends at {last}")
+                                          f"change {seq}, the log ends at {last}")
             row = self._q("SELECT hash FROM changes WHERE seq=?", (seq,))
             if seq and (not row or row[0][0] != head):
-                raise StoreIntegrityError(f"{self.path}: the change log differs from the witnessed "
-                                     "history")
-        if not found and self.meta("witnessed"):
+                raise StoreIntegrityError(f"{self.path}: the change log differs from the "
+                                          "witnessed history")
+        if not witnessed and self.meta("witnessed"):
             raise StoreIntegrityError(f"{self.path}: the witness of this store is missing from "
-                                 f"{', '.join(self.witness_dirs)}; run `amcp verify`")
+                                      f"{', '.join(self.witness_dirs)}; run `amcp verify`")
+
+    def _check_head(self, last: int, tail: str) -> None:
+        """The signed head by its MAC: it ends the log, and the rows add up to its counts."""
+        stored = self.meta("chain_head")
+        try:
+            head = parse_head(stored) if stored is not None else None
+        except ValueError:
+            head = None
+        if head is None or not mac_verifies(self._derive(MAC_PURPOSE), head, self.store_id):
+            raise Unreconciled(f"{self.path}: the signed head has no MAC this reader can check")
+        if (head.seq, head.hash) != (last, tail):
+            raise Unreconciled(f"{self.path}: the change log does not end at its signed head")
+        rows = int(self._q("SELECT COUNT(*) FROM records")[0][0])
+        off = differences(dict(head.census), census_of(self._db))
+        if rows != head.rows or off:
+            raise Unreconciled(f"{self.path}: the rows differ from the signed head "
+                               f"(records: signed {head.rows}, found {rows}; {'; '.join(off)})")
 
     def _decode(self, body: bytes, kid: str, sensitive: bool) -> dict[str, Any] | None:
         """Body bytes (their seal already checked) → the record as a dict; None if they do
@@ -222,8 +278,7 @@ class FastReader:
         opened: bytes = self._data_key.open(body, kid.encode())
         return opened
 
-    def _record(self, row: Sequence[Any]) -> FastRecord | None:
-        values, body = row[:-2], row[-2]
+    def _record(self, values: Sequence[Any], body: bytes) -> FastRecord | None:
         weight, sensitive = values[_WEIGHT], bool(values[_SENSITIVE])
         rec = self._decode(body, values[0], sensitive)
         if rec is None:
@@ -239,35 +294,33 @@ class FastReader:
     def _records(self, kids: Sequence[str], scopes: Sequence[str], now: float, *,
                  kinds: Sequence[str] | None = None, sensitive: bool = True,
                  ) -> list[FastRecord]:
-        """Bodies of ``kids`` in that order: only rows whose seal verifies and whose sealed
-        columns pass the query's filter again (active, unexpired, in ``scopes`` or global,
-        of ``kinds``): the SQL that found them read index rows nothing signs."""
+        """Bodies of ``kids`` in that order: only rows whose seal verifies, that are their
+        record's latest logged state, and whose sealed columns pass the query's filter again
+        (active, unexpired, in ``scopes`` or global, of ``kinds``): the SQL that found them
+        read index rows nothing signs. One statement, so the row and the log it is checked
+        against are one snapshot even while another process writes."""
         if not kids:
             return []
         stored = self._q(
-            f"SELECT rowid, {_SEALED_COLS}, body, seal FROM records "
-            f"WHERE knowledge_id IN ({_marks(len(kids))}) AND body IS NOT NULL", list(kids))
+            f"SELECT r.rowid, {_SEALED_COLS}, r.body, r.seal, (SELECT MAX(c.seq) FROM changes"
+            " c WHERE c.knowledge_id = r.knowledge_id) FROM records r"
+            f" WHERE r.knowledge_id IN ({_marks(len(kids))}) AND r.body IS NOT NULL", list(kids))
         wanted = {*scopes, GLOBAL} if scopes else None
-        rows = []
-        for r in stored:
-            if not self._sealer.check(r[0], r[1:-2], r[-2], r[-1]):
-                self._left_out[r[1]] = "its row does not match its seal (changed outside amcp)"
-            elif _passes(r[1:-2], wanted, now, kinds, sensitive):
-                rows.append(r[1:])
-        # The change each row says it is the latest state of must be in the log, for this
-        # record: one indexed lookup for all, instead of the chain walk a hook cannot pay.
-        seqs = [r[_CHAIN_SEQ] for r in rows]
-        logged = dict(self._q(f"SELECT seq, knowledge_id FROM changes WHERE seq IN "
-                              f"({_marks(len(seqs))})", seqs)) if seqs else {}
         by_id: dict[str, FastRecord] = {}
-        for row in rows:
-            found = self._record(row) if logged.get(row[_CHAIN_SEQ]) == row[0] else None
-            if found is None:
-                self._left_out[row[0]] = (
-                    "its latest change is not in the log, or its body does not decode"
-                )
-            else:
-                by_id[found.knowledge_id] = found
+        for rowid, *values, body, seal, latest in stored:
+            kid = values[0]
+            if not self._sealer.check(rowid, values, body, seal):
+                self._left_out[kid] = EDITED
+            elif latest is None:
+                self._left_out[kid] = UNLOGGED
+            elif latest != values[_CHAIN_SEQ]:
+                self._left_out[kid] = STALE_ROW
+            elif _passes(values, wanted, now, kinds, sensitive):
+                found = self._record(values, body)
+                if found is None:
+                    self._left_out[kid] = "its body does not decode to this record"
+                else:
+                    by_id[kid] = found
         return [by_id[k] for k in kids if k in by_id]
 
     # ------------------------------------------------------------------ queries
@@ -449,7 +502,7 @@ class FastReader:
         return self._records([kid for _s, kid in scored[:k]], scopes, now)
 
 
-_SEALED_COLS = ", ".join(SEALED)
+_SEALED_COLS = ", ".join(f"r.{c}" for c in SEALED)
 _LIFECYCLE, _EXPIRES, _SENSITIVE, _WEIGHT, _KIND, _CHAIN_SEQ = (
     SEALED.index(c)
     for c in ("lifecycle", "expires_at", "sensitive", "weight", "kind", "chain_seq"))
@@ -488,4 +541,4 @@ def _redacted_text(rec: dict[str, Any]) -> str:
     return f"{rec['core'].get('subject')}: {shown}"
 
 
-__all__ = ["FastReader", "FastRecord", "StaleStore"]
+__all__ = ["FastReader", "FastRecord", "NeedsMemory", "StaleStore", "Unreconciled"]

@@ -31,6 +31,12 @@ if TYPE_CHECKING:
     from collections.abc import Iterable, Sequence
     from typing import Any
 
+# Why a row is quarantined, in the words every reader uses (the full check and the hooks').
+EDITED = "its row does not match its seal (changed outside amcp)"
+UNLOGGED = "it has no change-log entry (added outside amcp)"
+STALE_ROW = "its row is not its latest logged state (an older copy of the row)"
+DELETED = "it is missing from the store (deleted outside amcp)"
+
 # The sealed columns of ``records``, in seal order. Access counters (``access_count``,
 # ``last_access``) are left out on purpose: PROFILE §6 allows them unsigned, because they
 # only reorder results, never admit or hide one, and they change on every read.
@@ -119,4 +125,5 @@ def digest_text(value: int) -> str:
     return f"{value % MODULUS:064x}"
 
 
-__all__ = ["MODULUS", "SEALED", "Sealer", "as_int", "digest_of", "digest_text"]
+__all__ = ["DELETED", "EDITED", "MODULUS", "SEALED", "STALE_ROW", "UNLOGGED", "Sealer", "as_int",
+           "digest_of", "digest_text"]

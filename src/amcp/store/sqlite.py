@@ -42,7 +42,7 @@ from amcp.store.base import (
     RecordFilter,
     StoredRecord,
 )
-from amcp.store.chain import EMPTY_HEAD, GENESIS, link_hash, sign_head
+from amcp.store.chain import EMPTY_HEAD, GENESIS, link_hash
 from amcp.store.rowseal import Sealer
 from amcp.store.schema import migrate
 from amcp.store.sqlfilter import where_clause
@@ -197,9 +197,7 @@ class SQLiteStore(StateChanges, VerifiedReads, ChangeLog, IndexReads, AccessStat
             self.store_id = uuid.uuid4().hex
             self._upsert_meta("store_id", self.store_id)
             self._upsert_meta("node_key", public_key_text(self.keyring.signing_key.public_key()))
-            self._upsert_meta(
-                "chain_head", sign_head(self.keyring.signing_key, self.store_id, EMPTY_HEAD)
-            )
+            self._store_head(EMPTY_HEAD)
             # The empty head is witnessed before the commit that says it is, so no reader
             # ever finds a store that claims a witness which does not exist yet.
             self.keyring.write_witness(self.store_id, Witness(0, GENESIS))

@@ -17,6 +17,7 @@ from amcp.errors import StoreIntegrityError
 from amcp.keyring import Keyring, Witness
 from amcp.store.base import Change, ChangeOp
 from amcp.store.chain import EMPTY_HEAD, GENESIS, Head, link_hash, read_head, sign_head
+from amcp.store.headtext import MAC_PURPOSE
 from amcp.store.rowseal import MODULUS, as_int
 
 log = logging.getLogger(__name__)
@@ -89,10 +90,16 @@ class ChangeLog:
         rows, digest = self._head_delta
         head = self.signed_head().moved(seq, chain, rows, digest, self._census_delta)
         # Still inside the outermost transaction (depth already unwound): write directly.
-        self._upsert_meta("chain_head", sign_head(self.keyring.signing_key, self.store_id, head))
+        self._store_head(head)
         self._remember_places()
         self._head_delta = (0, 0)
         self._census_delta = {}
+
+    def _store_head(self, head: Head) -> None:
+        """Write ``head`` signed and MAC'd (``headtext``); inside a write transaction."""
+        mac_key = self.keyring.derive(MAC_PURPOSE)
+        self._upsert_meta("chain_head",
+                          sign_head(self.keyring.signing_key, mac_key, self.store_id, head))
 
     def witness_places(self) -> list[Path]:
         """Where this store's head is witnessed: the keyring's directories and every one

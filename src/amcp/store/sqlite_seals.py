@@ -29,7 +29,7 @@ from amcp.amf.record import AMFRecord
 from amcp.errors import AmcpError, StoreIntegrityError
 from amcp.keyring import Keyring, Witness
 from amcp.store.admit import scopes_text
-from amcp.store.chain import Head, read_head, read_legacy_head, sign_head
+from amcp.store.chain import Head, read_head, read_legacy_head
 from amcp.store.rowseal import digest_of
 from amcp.store.sqlite_census import census_of
 from amcp.store.sqlite_verify import walk_chain
@@ -62,7 +62,7 @@ def backfill_seals(store: SQLiteStore) -> None:
         seals = [_seal_row(store, row, latest) for row in rows]
         counts = tuple(sorted(census_of(db).items()))
         head = Head(seq, chain, len(seals), digest_of(seals), counts)
-        store._upsert_meta("chain_head", sign_head(store.keyring.signing_key, store.store_id, head))
+        store._store_head(head)
         store._upsert_meta("witnessed", "1")
         store._remember_places()
         db.execute("DELETE FROM store_meta WHERE key=?", (SEALS_PENDING,))

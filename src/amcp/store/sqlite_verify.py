@@ -31,7 +31,7 @@ from amcp.errors import AmcpError, StoreIntegrityError
 from amcp.keyring import Witness
 from amcp.store.base import IntegrityReport
 from amcp.store.chain import GENESIS, Head, link_hash
-from amcp.store.rowseal import digest_of
+from amcp.store.rowseal import DELETED, EDITED, STALE_ROW, UNLOGGED, digest_of
 from amcp.store.sqlite_census import census_of, differences
 from amcp.store.sqlite_rows import BODY, CHAIN_SEQ, FACTS, KID, ROW_COLS, ROWID, SEAL
 
@@ -144,17 +144,17 @@ def find_damaged(self: SQLiteStore, *, full: bool = False) -> dict[str, str]:
         kid = row[KID]
         seen.add(kid)
         if not self._sealer.check(row[ROWID], row[FACTS], row[BODY], row[SEAL]):
-            damaged[kid] = "its row does not match its seal (changed outside amcp)"
+            damaged[kid] = EDITED
         elif kid not in latest:
-            damaged[kid] = "it has no change-log entry (added outside amcp)"
+            damaged[kid] = UNLOGGED
         elif row[CHAIN_SEQ] != latest[kid]:
-            damaged[kid] = "its row is not its latest logged state (an older copy of the row)"
+            damaged[kid] = STALE_ROW
         elif full:
             problem = _body_problem(self, row)
             if problem:
                 damaged[kid] = problem
     for kid in latest.keys() - seen:
-        damaged[kid] = "it is missing from the store (deleted outside amcp)"
+        damaged[kid] = DELETED
     return damaged
 
 

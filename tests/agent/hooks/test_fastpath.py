@@ -343,3 +343,46 @@ def test_read_hooks_stay_off_the_heavy_imports(tmp_path: Path, event: str,
     assert res.returncode == 0, res.stderr
     assert "skipped" not in res.stdout and res.stdout.strip()
     assert res.stderr.strip().splitlines()[-1] == "[]"
+
+
+def _tamper(db: Path, *statements: tuple[str, tuple[object, ...]]) -> None:
+    raw = sqlite3.connect(db)
+    for sql, params in statements:
+        raw.execute(sql, params)
+    raw.commit()
+    raw.close()
+
+
+def test_a_record_left_out_is_said_in_the_hook_output(tmp_path: Path) -> None:
+    """The fast reader leaves an edited record out, and the hook says so to the user."""
+    home = tmp_path / "home"
+    ids = seed(home)
+    proj = git_project(tmp_path)
+    raw = sqlite3.connect(home / "memory.db")
+    body = raw.execute("SELECT body FROM records WHERE knowledge_id=?", (ids["db"],)).fetchone()
+    raw.close()
+    _tamper(home / "memory.db", ("UPDATE records SET body=? WHERE knowledge_id=?",
+                                 (body[0].replace(b"PostgreSQL", b"PostgreSQX"), ids["db"])))
+    out = call("session-start", payload("SessionStart", proj), config(home))
+    text = context_of(out)
+    assert ids["ruff"][:14] in text and ids["db"][:14] not in text
+    assert out is not None and "1 record(s) failed verification" in out["systemMessage"]
+
+
+def test_a_deleted_record_row_gets_the_full_check(tmp_path: Path) -> None:
+    """A deleted row is seen from the signed head's count; the hook then opens Memory with
+    the full check, which names the missing record, and still serves the rest."""
+    home = tmp_path / "home"
+    ids = seed(home)
+    proj = git_project(tmp_path)
+    _tamper(home / "memory.db", ("DELETE FROM records WHERE knowledge_id=?", (ids["db"],)))
+    from amcp.agent.hooks.backends import open_backend
+
+    backend = open_backend(config(home))
+    try:
+        assert backend.name == "local"
+    finally:
+        backend.close()
+    out = call("session-start", payload("SessionStart", proj), config(home))
+    assert ids["ruff"][:14] in context_of(out)
+    assert out is not None and "failed verification" in out["systemMessage"]

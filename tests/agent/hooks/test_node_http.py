@@ -356,3 +356,20 @@ def test_node_is_not_asked_to_capture_a_plain_question(tmp_path: Path,
                                      prompt="From now on always use pytest for tests."), cfg)
         assert ops == ["recall", "recall", "capture"]
         assert "[AMCP] remembered K-" in context_of(out)
+
+
+def test_the_nodes_quarantine_figure_reaches_the_hook_output(tmp_path: Path) -> None:
+    """A record the node quarantined on open is left out, and the hook says so."""
+    import sqlite3
+
+    home = tmp_path / "home"
+    ids = seed(home)
+    proj = git_project(tmp_path)
+    raw = sqlite3.connect(home / "memory.db")
+    raw.execute("DELETE FROM records WHERE knowledge_id=?", (ids["db"],))
+    raw.commit()
+    raw.close()
+    with _lexical_memory(home) as mem, http_node(mem, home / "memory.db"):
+        out = call("session-start", payload("SessionStart", proj), config(home))
+    assert ids["ruff"][:14] in context_of(out)
+    assert out is not None and "failed verification" in out["systemMessage"]

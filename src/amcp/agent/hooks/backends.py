@@ -68,9 +68,11 @@ def open_backend(cfg: HookConfig, scopes: tuple[str, ...] = (), *, boot_budget: 
     for writes (``LocalBackend``). Callers use ``with_backend``, which falls back to the
     file when the HTTP channel fails mid-call.
 
-    No path walks the whole change log: a hook may not spend O(records). Reads verify each
-    record they show and the log tail against the witness; the full chain check runs
-    whenever ``Memory`` or the node opens the store (docs/hooks.md, Tamper evidence).
+    A hook may not spend O(records), so no healthy store is walked whole: reads verify each
+    record they show, the log tail against the witness and the rows against the signed
+    head's counts. A store whose rows do not add up gets the full check (``Memory`` with
+    ``verify``), which finds the damaged records and leaves them out (docs/hooks.md,
+    Tamper evidence).
     """
     http = node_http(cfg)
     if http is not None:
@@ -83,14 +85,18 @@ def open_backend(cfg: HookConfig, scopes: tuple[str, ...] = (), *, boot_budget: 
                                        task=task, budget_tokens=boot_budget)
         except (NodeUnavailable, OSError):
             pass  # the node went away between probe and connect: fall back to the file
+    verify = False
     if not write:
-        from amcp.store.fastread import StaleStore
+        from amcp.store.fastread import NeedsMemory, Unreconciled
 
         try:
             return FastBackend.open(cfg.store, lock_timeout=cfg.lock_timeout)
-        except StaleStore:
-            pass  # an older schema: Memory migrates it (a write, so it needs the lock)
-    return LocalBackend.open(cfg.store, lock_timeout=cfg.lock_timeout, verify=False,
+        except NeedsMemory as exc:
+            # An older schema (Memory migrates it, under the write lock), or rows that do
+            # not add up to the signed head: then the full check finds which records are
+            # damaged and quarantines them, and the answer leaves them out.
+            verify = isinstance(exc, Unreconciled)
+    return LocalBackend.open(cfg.store, lock_timeout=cfg.lock_timeout, verify=verify,
                              vectors=vectors)
 
 

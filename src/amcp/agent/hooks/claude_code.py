@@ -126,17 +126,19 @@ def session_start(inp: HookInput, cfg: HookConfig) -> dict[str, Any] | None:
     name = project_of(inp.cwd)
     scope = project_scope(name)
 
-    def read(backend: Backend) -> tuple[tuple[str, ...], list[MemoryLine], list[MemoryLine]]:
+    def read(backend: Backend) -> tuple[tuple[str, ...], list[MemoryLine], list[MemoryLine],
+                                        tuple[str, ...]]:
         if backend.name == "http":  # the same three reads, one request
-            return backend.session_start(  # type: ignore[attr-defined,no-any-return]
+            users, project_lines, prefs = backend.session_start(  # type: ignore[attr-defined]
                 scope, cfg.pointer_limit, PREFERENCE_KINDS)
-        users = backend.user_scopes()
-        project_lines = backend.pointers([scope], cfg.pointer_limit) if scope else []
-        prefs = backend.pointers(list(users), cfg.pointer_limit,
-                                 kinds=PREFERENCE_KINDS) if users else []
-        return users, project_lines, prefs
+        else:
+            users = backend.user_scopes()
+            project_lines = backend.pointers([scope], cfg.pointer_limit) if scope else []
+            prefs = backend.pointers(list(users), cfg.pointer_limit,
+                                     kinds=PREFERENCE_KINDS) if users else []
+        return users, project_lines, prefs, backend.warnings()
 
-    users, project_lines, prefs = with_backend(
+    users, project_lines, prefs, warnings = with_backend(
         cfg, read, (scope,) if scope else (), boot_budget=4000,
         task=f"session start in {name or os.path.basename(inp.cwd)}")
     seen: set[str] = set()
@@ -149,10 +151,14 @@ def session_start(inp: HookInput, cfg: HookConfig) -> dict[str, Any] | None:
     ledgers.save(ledger.with_shown([ln.knowledge_id for ln in lines]))
     where = scope or "no git project"
     if not lines:
-        return context_output("SessionStart", f"AMCP memory ({where}): nothing stored yet.")
+        return _with_notes(
+            context_output("SessionStart", f"AMCP memory ({where}): nothing stored yet."),
+            list(warnings))
     title = (f"AMCP memory for {where} ({len(lines)} pointers; expand one with "
              "`amcp show <id>`; the prompt hook adds relevant summaries):")
-    return context_output("SessionStart", fence(title, [ln.pointer() for ln in lines]))
+    return _with_notes(
+        context_output("SessionStart", fence(title, [ln.pointer() for ln in lines])),
+        list(warnings))
 
 
 def prompt(inp: HookInput, cfg: HookConfig) -> dict[str, Any] | None:
@@ -171,7 +177,7 @@ def prompt(inp: HookInput, cfg: HookConfig) -> dict[str, Any] | None:
 
     capture = cfg.capture_prompts and (inline or may_capture(text))
 
-    def read(backend: Backend) -> tuple[list[MemoryLine], list[str] | None]:
+    def read(backend: Backend) -> tuple[list[MemoryLine], list[str] | None, tuple[str, ...]]:
         if backend.name == "http":  # the node filters by relevance (same test, its side)
             hits = backend.recall_relevant(  # type: ignore[attr-defined]
                 text, scopes, cfg.prompt_k * 3)
@@ -189,9 +195,9 @@ def prompt(inp: HookInput, cfg: HookConfig) -> dict[str, Any] | None:
         elif inline:
             notes = capture_prompt(backend, text, inp.session_id,
                                    ledger.with_shown([h.knowledge_id for h in fresh]))
-        return fresh, notes
+        return fresh, notes, backend.warnings()
 
-    fresh, notes = with_backend(cfg, read, scopes, write=inline)
+    fresh, notes, warnings = with_backend(cfg, read, scopes, write=inline)
     ledger = ledger.with_shown([h.knowledge_id for h in fresh])
     ledgers.save(ledger)
     if capture and notes is None:
@@ -202,7 +208,9 @@ def prompt(inp: HookInput, cfg: HookConfig) -> dict[str, Any] | None:
                            [h.summary() for h in fresh]))
     if notes:
         parts.append("[AMCP] " + "; ".join(notes))
-    return context_output("UserPromptSubmit", "\n".join(parts)) if parts else None
+    if not parts:
+        return _with_notes({}, list(warnings)) if warnings else None
+    return _with_notes(context_output("UserPromptSubmit", "\n".join(parts)), list(warnings))
 
 
 def capture_prompt(backend: Backend, text: str, session: str,

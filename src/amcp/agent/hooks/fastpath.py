@@ -104,7 +104,14 @@ if TYPE_CHECKING:  # a Protocol class needs typing at run time; only checkers ne
         def user_scopes(self) -> tuple[str, ...]: ...
         def remember(self, item: NewMemory) -> str: ...
         def has_text(self, text: str, scopes: Sequence[str]) -> bool: ...
+        def warnings(self) -> tuple[str, ...]: ...
         def close(self) -> None: ...
+
+
+def left_out_warning(count: int) -> str:
+    """``Memory.warnings``'s words for records left out of an answer."""
+    return (f"{count} record(s) failed verification and are quarantined (left out of every "
+            "answer); run `amcp verify` for the report")
 
 
 def one_line(text: str, limit: int) -> str:
@@ -224,6 +231,9 @@ class LocalBackend:
     def has_text(self, text: str, scopes: Sequence[str]) -> bool:
         return has_same_text(self.memory, text, scopes)
 
+    def warnings(self) -> tuple[str, ...]:
+        return self.memory.warnings()
+
     def close(self) -> None:
         self.memory.close()
 
@@ -311,6 +321,10 @@ class FastBackend:
         return bool(want) and any(_norm(line.text) == want
                                   for line in self.recall(text, scopes, 5))
 
+    def warnings(self) -> tuple[str, ...]:
+        left_out = len(self.reader.quarantined())
+        return (left_out_warning(left_out),) if left_out else ()
+
     def close(self) -> None:
         self.reader.close()
 
@@ -327,6 +341,7 @@ class NodeBackend:
 
     def __init__(self, client: SyncClient) -> None:
         self.client = client
+        self._warnings: tuple[str, ...] = ()
 
     @classmethod
     def connect(
@@ -358,6 +373,9 @@ class NodeBackend:
     def recall(self, query: str, scopes: Sequence[str], k: int) -> list[MemoryLine]:
         filters = {"scopes": list(scopes)} if scopes else None
         res = self.client.recall(query, k=k, filters=filters)
+        said = res.payload.get("warnings")  # the node's quarantine figure, when it has one
+        if isinstance(said, list):
+            self._warnings = tuple(str(w) for w in said)
         return [line for amf in res.records if (line := _amf_line(amf)) is not None]
 
     def user_scopes(self) -> tuple[str, ...]:
@@ -373,6 +391,9 @@ class NodeBackend:
     def has_text(self, text: str, scopes: Sequence[str]) -> bool:
         want = _norm(text)
         return any(_norm(line.text) == want for line in self.recall(text, scopes, 5))
+
+    def warnings(self) -> tuple[str, ...]:
+        return self._warnings
 
     def close(self) -> None:
         self.client.close()

@@ -154,7 +154,9 @@ def install_hook_routes(app: FastAPI, memory: Memory, token: str,
             return JSONResponse({"status": 404, "error": f"no hook op {op!r}"},
                                 status_code=404)
         # An AmcpError (a bad field, a locked store) becomes the API's problem body.
-        return JSONResponse(handler(body))
+        answer = handler(body)
+        found = locked(backend.warnings)  # records left out of this answer, if any
+        return JSONResponse({**answer, "warnings": list(found)} if found else answer)
 
 
 __all__ = ["install_hook_routes"]

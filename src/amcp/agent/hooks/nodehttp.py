@@ -140,6 +140,7 @@ class HttpBackend:
         self.runtime = runtime
         self.connect_timeout = connect_timeout
         self.read_timeout = read_timeout
+        self._warnings: tuple[str, ...] = ()
 
     def call(self, op: str, body: dict[str, Any]) -> Any:
         answer = request(self.runtime.http, PREFIX + op, body, self.runtime.token,
@@ -147,7 +148,14 @@ class HttpBackend:
                          read_timeout=self.read_timeout)
         if not isinstance(answer, dict):
             raise NodeHttpError("node answer is not an object")
+        said = answer.get("warnings")
+        if isinstance(said, list):
+            self._warnings = tuple(str(w) for w in said)
         return answer
+
+    def warnings(self) -> tuple[str, ...]:
+        """What the node said it left out of its last answers (quarantined records)."""
+        return self._warnings
 
     def pointers(self, scopes: Sequence[str], limit: int,
                  kinds: Sequence[str] | None = None) -> list[MemoryLine]:
