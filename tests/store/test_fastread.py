@@ -301,3 +301,18 @@ def test_opens_while_another_process_writes_see_no_damage(tmp_path: Path) -> Non
         writer.wait(60)
         writer.stdout.close()
     assert writer.returncode == 0 and opens > 5
+
+
+def test_a_store_upgraded_from_before_the_mac_gets_it_on_its_first_open(
+        tmp_path: Path) -> None:
+    """Migration 10 re-stores the signed head with its MAC, so a store only hooks read after
+    an upgrade is not handed to the full check on every prompt."""
+    db, kids = _small_store(tmp_path)
+    _edit(db, "UPDATE store_meta SET value = substr(value, 1, length(value) - 65)"
+              " WHERE key = 'chain_head'", "DROP INDEX vectors_count", "PRAGMA user_version=9")
+    with pytest.raises(StaleStore):
+        FastReader(db)
+    with Memory(db, embedder="hashing"):
+        pass
+    with FastReader(db) as reader:
+        assert {r.knowledge_id for r in reader.ranked(("project:p",), 40)} == set(kids)

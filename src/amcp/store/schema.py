@@ -162,9 +162,12 @@ MIGRATIONS: tuple[str, ...] = (
     """,
     # 10: a narrow index for counting vector rows. The signed head's census counts them on
     # every open (the store's and the hooks' fast reader's); without it COUNT(*) walks the
-    # table, whose rows carry 1.5 KB vectors: ~80 ms at 100k records, ~0.1 ms with it.
+    # table, whose rows carry 1.5 KB vectors: ~80 ms at 100k records, ~0.1 ms with it. And
+    # the head gains its MAC (store/headtext.py): SQLiteStore re-stores the signed head with
+    # it on open while the marker says so (sqlite_seals.backfill_head_mac).
     """
     CREATE INDEX IF NOT EXISTS vectors_count ON vectors(rowid);
+    INSERT OR REPLACE INTO store_meta(key, value) VALUES ('backfill.head-mac', 'pending');
     """,
 )
 

@@ -52,7 +52,7 @@ from amcp.store.sqlite_changes import ChangeLog
 from amcp.store.sqlite_derived import backfill, event_rows, link_rows
 from amcp.store.sqlite_index import IndexReads
 from amcp.store.sqlite_rows import GET_BY_ID, ROW_COLS
-from amcp.store.sqlite_seals import backfill_seals
+from amcp.store.sqlite_seals import backfill_head_mac, backfill_seals
 from amcp.store.sqlite_state import StateChanges
 from amcp.store.sqlite_verified import VerifiedReads
 from amcp.store.walwatch import WalWatch
@@ -160,6 +160,7 @@ class SQLiteStore(StateChanges, VerifiedReads, ChangeLog, IndexReads, AccessStat
         self._content_secret = keyring.derive("content-key")
         with self._lock:
             backfill_seals(self)
+            backfill_head_mac(self)
             backfill(self, version)
         # After a write of ours: the -shm file and its header exist by now.
         self._wal_watch = WalWatch.open(self.path)

@@ -40,6 +40,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 SEALS_PENDING = "backfill.seals"  # store_meta marker set by migration 9
+HEAD_MAC_PENDING = "backfill.head-mac"  # set by migration 10
 _COLS = (
     "rowid, knowledge_id, type, kind, subject, created_at, created_by, lifecycle, hlc, "
     "superseded_by, reason, expires_at, sensitive, weight, checksum, content_key, stored_at, "
@@ -69,6 +70,27 @@ def backfill_seals(store: SQLiteStore) -> None:
         store.keyring.write_witness(store.store_id, Witness(seq, chain), store.witness_places())
         store._head_delta = (0, 0)
         store._census_delta = {}
+
+
+def backfill_head_mac(store: SQLiteStore) -> None:
+    """Migration 10: store the signed head again with its MAC (``headtext``), so the hooks'
+    fast reader can check it. Only a head whose signature verifies is re-stored (the same
+    fields, MAC added); one that does not is left for the check on open to report. Call
+    locked."""
+    db = store._db
+    pending = "SELECT 1 FROM store_meta WHERE key=?"
+    if db.execute(pending, (HEAD_MAC_PENDING,)).fetchone() is None:
+        return
+    with store.atomic():
+        if db.execute(pending, (HEAD_MAC_PENDING,)).fetchone() is None:
+            return
+        try:
+            head = store.signed_head()
+        except StoreIntegrityError:
+            return
+        if store.get_meta("chain_head") is not None:
+            store._store_head(head)
+        db.execute("DELETE FROM store_meta WHERE key=?", (HEAD_MAC_PENDING,))
 
 
 def _check_legacy(store: SQLiteStore) -> tuple[int, str]:
