@@ -26,7 +26,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import machine, median, save
 
 from amcp.amql import Recall, parse
-from amcp.amql.planner import plan_recall, run_query
+from amcp.amql.planner import plan_recall
+from amcp.amql.run import run_query
 from amcp.memory import Memory
 
 SPEC = Path(__file__).resolve().parents[2] / "shared/spec/upstream/AMCP_v1.0.json"

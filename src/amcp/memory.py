@@ -30,8 +30,9 @@ from amcp.errors import (
 )
 from amcp.keyring import Keyring
 from amcp.memory_writes import WriteOutcome, WritePath
+from amcp.ports import RecallResult
 from amcp.retrieval.choice import resolve_embedder
-from amcp.retrieval.search import Hit, HybridSearcher
+from amcp.retrieval.search import HybridSearcher
 from amcp.store.base import (
     ChangeOp,
     RecordFilter,
@@ -42,21 +43,15 @@ from amcp.store.base import (
 from amcp.store.sqlite import SQLiteStore
 
 if TYPE_CHECKING:  # embedders load on first use: lexical-only readers skip them
+    from amcp.amql.planner import QueryResult
+    from amcp.cse.pack import Pack
+    from amcp.evolution.outcomes import WeightUpdate
+    from amcp.evolution.qef import SignalResult
+    from amcp.ndjson import ExportReport, ImportReport
     from amcp.retrieval.embedders import Embedder
 
 MAX_K = 1000
 DEFAULT_NODE_URI = "amcp://db.amcp.local"
-
-
-@dataclass(frozen=True, slots=True)
-class RecallResult:
-    query: str
-    hits: tuple[Hit, ...]
-    took_ms: float
-
-    @property
-    def records(self) -> list[AMFRecord]:
-        return [h.item.record for h in self.hits if h.item.record is not None]
 
 
 @dataclass(slots=True)
@@ -394,33 +389,24 @@ class Memory(WritePath):
 
     # ------------------------------------------------------------------ portability
 
-    def export(self, out: TextIO, *, include_sensitive: bool = False) -> Any:
-        from amcp.portability.ndjson import export_ndjson
+    def export(self, out: TextIO, *, include_sensitive: bool = False) -> ExportReport:
+        from amcp.ndjson import export_ndjson
 
         return export_ndjson(self, out, include_sensitive=include_sensitive)
 
     def import_(
         self, source: Iterable[str | bytes], *, batch: int = 256, progress: Any = None
-    ) -> Any:
-        from amcp.portability.ndjson import import_ndjson
+    ) -> ImportReport:
+        from amcp.ndjson import import_ndjson
 
         return import_ndjson(self, source, batch=batch, progress=progress)
-
-    def import_from(self, path: str | Path, *, dry_run: bool = False, **options: Any) -> Any:
-        """Import another tool's memories (mem0, MCP memory, Letta, ChatGPT, Claude, ...):
-        ``options`` are ``amcp.portability.ImportOptions`` fields; returns an
-        ``ImportResult`` with the health and verification reports (docs/portability.md)."""
-        from amcp.portability.api import import_path
-        from amcp.portability.model import ImportOptions
-
-        return import_path(self, Path(path), ImportOptions(**options), dry_run=dry_run)
 
     # ------------------------------------------------------------------ query, context, evolution
     # Thin delegations: the logic lives in amcp.amql, amcp.cse and amcp.evolution.
 
-    def query(self, amql: str, *, scopes: Sequence[str] | None = None) -> Any:
+    def query(self, amql: str, *, scopes: Sequence[str] | None = None) -> QueryResult:
         """Run one AMQL statement (RECALL, REMEMBER, FORGET, DISTILL)."""
-        from amcp.amql.planner import run_query
+        from amcp.amql.run import run_query
 
         return run_query(self, amql, scopes=scopes)
 
@@ -433,7 +419,7 @@ class Memory(WritePath):
         scopes: Sequence[str] | None = None,
         working_tokens: int | None = None,
         now: float | None = None,
-    ) -> Any:
+    ) -> Pack:
         """A deterministic cold-boot pack for ``task`` within ``budget_tokens`` (PROFILE §7)."""
         from amcp.cse.pack import build_pack
 
@@ -447,13 +433,13 @@ class Memory(WritePath):
             now=now,
         )
 
-    def outcome(self, knowledge_ids: Sequence[str], result: str) -> Any:
+    def outcome(self, knowledge_ids: Sequence[str], result: str) -> list[WeightUpdate]:
         """Learn from an outcome (success / failure / neutral) of records an agent used."""
         from amcp.evolution.outcomes import apply_outcome
 
         return apply_outcome(self, knowledge_ids, result)
 
-    def signal(self, signal: Mapping[str, Any]) -> Any:
+    def signal(self, signal: Mapping[str, Any]) -> SignalResult:
         """Store a QEF signal as KT-SIGNAL and update the records it references."""
         from amcp.evolution.qef import record_signal
 
@@ -467,9 +453,9 @@ class Memory(WritePath):
 
     def distill(
         self, from_amql: str, *, into: str = "KT-PRINCIPLE", confidence_threshold: float = 0.0
-    ) -> Any:
+    ) -> WriteOutcome:
         """Group related records and write a principle whose caused_by cites them."""
-        from amcp.evolution.distill import distill
+        from amcp.amql.distill import distill
 
         return distill(self, from_amql, into=into, confidence_threshold=confidence_threshold)
 

@@ -11,8 +11,9 @@ from amcp.amf.types import Lifecycle
 from amcp.amql import AmqlSyntaxError, Recall, parse
 from amcp.amql.evaluate import evaluate, sort_records
 from amcp.amql.nodeview import ALL_LIFECYCLES, QueryContext, list_view
-from amcp.amql.planner import plan_recall, run_query, token_cost
+from amcp.amql.planner import plan_recall, token_cost
 from amcp.amql.pushdown import mentions
+from amcp.amql.run import run_query
 from amcp.errors import ForbiddenError, NotFoundError, ValidationError
 from amcp.memory import Memory
 from amcp.store.base import RecordFilter, StoredRecord

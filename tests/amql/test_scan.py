@@ -9,7 +9,7 @@ import pytest
 
 from amcp.amf.types import KnowledgeType, Lifecycle
 from amcp.amql.nodeview import ALL_LIFECYCLES, list_view, scan_pages
-from amcp.amql.planner import run_query
+from amcp.amql.run import run_query
 from amcp.memory import Memory
 from amcp.store.base import RecordFilter
 

@@ -12,8 +12,9 @@ from typing import Any, ClassVar
 import pytest
 
 from amcp.amf.types import KnowledgeType
+from amcp.amql.distill import distill
 from amcp.errors import AmcpError, NotFoundError, ValidationError
-from amcp.evolution.distill import OpenAIDistiller, RuleDistiller, distill, group_related
+from amcp.evolution.distill import OpenAIDistiller, RuleDistiller, group_related
 from amcp.memory import Memory
 
 

@@ -6,6 +6,8 @@ import pytest
 from tests.portability.kit import FIXTURES, LETTA, run, texts
 
 from amcp.memory import Memory
+from amcp.portability.api import import_path
+from amcp.portability.model import ImportOptions
 from amcp.store.base import RecordFilter
 
 
@@ -143,8 +145,8 @@ def test_portable_records_upsert_by_id_supersedes(mem: Memory, tmp_path) -> None
 
 
 def test_memory_import_from_delegates(mem: Memory) -> None:
-    dry = mem.import_from(FIXTURES / "mcp_memory.jsonl", dry_run=True)
+    dry = import_path(mem, FIXTURES / "mcp_memory.jsonl", dry_run=True)
     assert dry.verification is None and mem.stats().records == 0
-    res = mem.import_from(FIXTURES / "mcp_memory.jsonl", scope="team:graph")
+    res = import_path(mem, FIXTURES / "mcp_memory.jsonl", ImportOptions(scope="team:graph"))
     assert res.ok and res.created == 9
     assert {r.record.meta.project_scope[0] for r in mem.list_records(limit=20)} == {"team:graph"}

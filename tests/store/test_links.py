@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from amcp.amf.types import Lifecycle
-from amcp.amql.planner import run_query
+from amcp.amql.run import run_query
 from amcp.memory import Memory
 from amcp.store.base import RecordFilter
 from amcp.store.links import indexes_session, links_of, session_of

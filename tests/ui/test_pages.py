@@ -9,8 +9,8 @@ import pytest
 from tests.ui.kit import XSS, field, make_memory, sign_in, ui_client
 
 from amcp.amf.types import Lifecycle
-from amcp.api.access import build_policy
 from amcp.memory import Memory
+from amcp.web.access import build_policy
 
 
 @pytest.fixture

@@ -28,7 +28,7 @@ from amcp.store.base import RecordFilter, StoredRecord
 from amcp.store.links import indexes_session
 
 if TYPE_CHECKING:
-    from amcp.memory import Memory
+    from amcp.ports import MemoryReader
 
 _DAY = 86_400.0
 # access_recency halves every week without an access: "recently used" on an agent's scale.
@@ -43,7 +43,7 @@ _LEXICAL_POOL = 100_000  # semantic_match without an embedder: every FTS hit up 
 CLUSTER_MODULE = "amcp.cse.gravity"
 
 
-def list_view(memory: Memory, flt: RecordFilter, *, limit: int,
+def list_view(memory: MemoryReader, flt: RecordFilter, *, limit: int,
               after: str | None = None) -> list[StoredRecord]:
     """Records as callers see them (sensitive ones redacted), one page in rowid order.
 
@@ -54,7 +54,7 @@ def list_view(memory: Memory, flt: RecordFilter, *, limit: int,
     return page
 
 
-def scan_pages(memory: Memory, flt: RecordFilter, *,
+def scan_pages(memory: MemoryReader, flt: RecordFilter, *,
                page: int = SCAN_PAGE) -> Iterator[list[StoredRecord]]:
     """Every record matching ``flt``, in store (rowid) order, a page at a time.
 
@@ -142,7 +142,7 @@ class SemanticScorer:
     record scores 1.0 when the lexical index matches the text, else 0.0.
     """
 
-    def __init__(self, memory: Memory) -> None:
+    def __init__(self, memory: MemoryReader) -> None:
         self.memory = memory
         self._qvec: dict[str, np.ndarray] = {}
         self._scores: dict[str, dict[str, float | None]] = {}
@@ -250,7 +250,7 @@ class QueryContext:
     """Per-query state shared by every record view."""
 
     def __init__(
-        self, memory: Memory, *, now: float, scopes: tuple[str, ...] | None,
+        self, memory: MemoryReader, *, now: float, scopes: tuple[str, ...] | None,
         project: str | None,
     ) -> None:
         self.memory = memory

@@ -35,8 +35,6 @@ from amcp.amql.ast import (
     Or,
     OrderItem,
     Recall,
-    Remember,
-    Statement,
 )
 from amcp.amql.evaluate import evaluate, sort_records
 from amcp.amql.nodeview import ALL_LIFECYCLES, QueryContext, scan_pages
@@ -48,7 +46,7 @@ from amcp.errors import Status, ValidationError
 from amcp.store.base import RecordFilter, StoredRecord
 
 if TYPE_CHECKING:
-    from amcp.memory import Memory
+    from amcp.ports import MemoryWriter
 
 
 def token_cost(obj: object) -> int:
@@ -419,7 +417,7 @@ def project_fields(item: StoredRecord, fields: tuple[str, ...] | None,
 
 
 def execute_recall(
-    memory: Memory, plan: RecallPlan, ctx: QueryContext, *, touch: bool = True,
+    memory: MemoryWriter, plan: RecallPlan, ctx: QueryContext, *, touch: bool = True,
     cap: int = MAX_ROWS,
 ) -> QueryResult:
     started = time.perf_counter()
@@ -466,36 +464,6 @@ def execute_recall(
     )
 
 
-def run_query(
-    memory: Memory, amql: str | Statement, *, scopes: Sequence[str] | None = None,
-    project: str | None = None, touch: bool = True, now: float | None = None,
-) -> QueryResult:
-    """Run one AMQL statement against ``memory``, seeing only ``scopes`` (and global '*')."""
-    t0 = time.perf_counter()
-    stmt = parse(amql) if isinstance(amql, str) else amql
-    parse_ms = (time.perf_counter() - t0) * 1000
-    scope_t = tuple(scopes) if scopes is not None else None
-    if project is None and scope_t:
-        project = next((s for s in scope_t if s != "*"), None)
-    ctx = QueryContext(memory, now=time.time() if now is None else now, scopes=scope_t,
-                       project=project)
-    if isinstance(stmt, Recall):
-        t1 = time.perf_counter()
-        plan = plan_recall(stmt, scopes=scope_t, project=project)
-        plan_ms = (time.perf_counter() - t1) * 1000
-        result = execute_recall(memory, plan, ctx, touch=touch)
-        return replace(result, parse_ms=parse_ms, plan_ms=plan_ms)
-    from amcp.amql.writes import run_distill, run_forget, run_remember
-
-    t1 = time.perf_counter()
-    if isinstance(stmt, Remember):
-        result = run_remember(memory, stmt, scope_t)
-    elif isinstance(stmt, Forget):
-        result = run_forget(memory, stmt, ctx)
-    else:
-        assert isinstance(stmt, Distill)
-        result = run_distill(memory, stmt, scope_t)
-    return replace(result, parse_ms=parse_ms, exec_ms=(time.perf_counter() - t1) * 1000)
 
 
 def explain(amql: str, *, scopes: Sequence[str] | None = None,

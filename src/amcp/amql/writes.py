@@ -12,13 +12,13 @@ from typing import TYPE_CHECKING, Any
 
 from amcp.amf.record import AMFRecord, Core, DecayModel
 from amcp.amf.types import Lifecycle
-from amcp.amql.ast import Distill, Forget, Recall, Remember
+from amcp.amql.ast import Forget, Recall, Remember
 from amcp.amql.nodeview import QueryContext, list_view
 from amcp.amql.planner import QueryResult, execute_recall, plan_recall
 from amcp.errors import ForbiddenError, NotFoundError, Status, ValidationError
 
 if TYPE_CHECKING:
-    from amcp.memory import Memory
+    from amcp.ports import MemoryWriter
 
 DEFAULT_FORGET_REASON = "forgotten via AMQL"
 _PARTIAL_TOP = frozenset({"amf_version", "type", "core", "meta", "annotation", "causal",
@@ -29,7 +29,7 @@ def writable(record_scopes: Sequence[str], scopes: Sequence[str] | None) -> bool
     return scopes is None or all(s in scopes for s in record_scopes)
 
 
-def _check_writable(record_scopes: Sequence[str], scopes: Sequence[str] | None,
+def check_writable(record_scopes: Sequence[str], scopes: Sequence[str] | None,
                     what: str) -> None:
     if not writable(record_scopes, scopes):
         raise ForbiddenError(
@@ -46,7 +46,7 @@ def _section(obj: Mapping[str, Any], key: str) -> Mapping[str, Any]:
 
 
 def compose_partial(
-    memory: Memory,
+    memory: MemoryWriter,
     obj: Mapping[str, Any],
     *,
     created_by: str | None = None,
@@ -102,20 +102,20 @@ def compose_partial(
     )
 
 
-def run_remember(memory: Memory, stmt: Remember, scopes: Sequence[str] | None) -> QueryResult:
+def run_remember(memory: MemoryWriter, stmt: Remember, scopes: Sequence[str] | None) -> QueryResult:
     obj = stmt.to_dict()
     if "knowledge_id" in obj or "integrity" in obj:
         record = AMFRecord.from_dict(obj)  # shape first (400), then the full gate in put
-        _check_writable(record.meta.project_scope, scopes, "REMEMBER")
+        check_writable(record.meta.project_scope, scopes, "REMEMBER")
         outcome = memory.put(obj)
     else:
         record = compose_partial(memory, obj)
-        _check_writable(record.meta.project_scope, scopes, "REMEMBER")
+        check_writable(record.meta.project_scope, scopes, "REMEMBER")
         outcome = memory.put(record)
     return QueryResult("REMEMBER", written=(outcome.knowledge_id,), status=outcome.status)
 
 
-def run_forget(memory: Memory, stmt: Forget, ctx: QueryContext) -> QueryResult:
+def run_forget(memory: MemoryWriter, stmt: Forget, ctx: QueryContext) -> QueryResult:
     reason = stmt.reason.strip() if stmt.reason and stmt.reason.strip() else (
         DEFAULT_FORGET_REASON)
     if stmt.knowledge_id is not None:
@@ -125,7 +125,7 @@ def run_forget(memory: Memory, stmt: Forget, ctx: QueryContext) -> QueryResult:
             raise NotFoundError(f"no record {kid}")  # also when out of scope: no leak
         item = found[0]
         assert item.record is not None
-        _check_writable(item.record.meta.project_scope, ctx.scopes, "FORGET")
+        check_writable(item.record.meta.project_scope, ctx.scopes, "FORGET")
         if item.state.lifecycle is Lifecycle.INVALIDATED:
             return QueryResult("FORGET", status=Status.NO_CONTENT)
         memory.invalidate(kid, reason)
@@ -137,7 +137,7 @@ def run_forget(memory: Memory, stmt: Forget, ctx: QueryContext) -> QueryResult:
                if r.record is not None and r.state.lifecycle is not Lifecycle.INVALIDATED]
     for r in targets:
         assert r.record is not None
-        _check_writable(r.record.meta.project_scope, ctx.scopes, f"FORGET {r.knowledge_id}")
+        check_writable(r.record.meta.project_scope, ctx.scopes, f"FORGET {r.knowledge_id}")
     try:
         with memory.store.atomic():  # all or nothing
             for r in targets:
@@ -149,9 +149,3 @@ def run_forget(memory: Memory, stmt: Forget, ctx: QueryContext) -> QueryResult:
                        truncated=matched.truncated, status=Status.NO_CONTENT)
 
 
-def run_distill(memory: Memory, stmt: Distill, scopes: Sequence[str] | None) -> QueryResult:
-    from amcp.evolution.distill import distill
-
-    outcome = distill(memory, stmt.source, into=stmt.into,
-                      confidence_threshold=stmt.confidence_threshold or 0.0, scopes=scopes)
-    return QueryResult("DISTILL", written=(outcome.knowledge_id,), status=outcome.status)

@@ -22,8 +22,6 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from amcp.amf.types import KnowledgeType, Lifecycle
 from amcp.api import imports
 from amcp.api import schemas as s
-from amcp.api.access import Caller, authenticate, build_policy
-from amcp.api.errors import problem_for
 from amcp.api.gate import lock_for
 from amcp.api.guard import HostPolicy, RequestGuard
 from amcp.api.limits import BodyLimit
@@ -32,6 +30,8 @@ from amcp.errors import AmcpError, ForbiddenError, GoneError, NotFoundError
 from amcp.memory import Memory
 from amcp.session.policy import AccessPolicy, Mode
 from amcp.store.base import RecordFilter
+from amcp.web.access import Caller, authenticate, build_policy
+from amcp.web.errors import problem_for
 
 T = TypeVar("T")
 

@@ -17,9 +17,9 @@ from typing import IO, Any
 
 from fastapi import Request
 
-from amcp.api.access import Caller
 from amcp.errors import ValidationError
 from amcp.session.policy import Mode
+from amcp.web.access import Caller
 
 SPOOL_IN_MEMORY = 1024 * 1024
 # An AMF record is at most 1 MiB of canonical MessagePack; as JSON with escapes and its

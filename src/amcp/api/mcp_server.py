@@ -4,7 +4,7 @@ Input schemas come from the annotated signatures below (types, ranges, enums, re
 fields), and arguments are validated by the SDK against them before a tool body runs; the
 types are strict (no "5" for 5, no "yes" for true), so a malformed call is a tool error
 and nothing reaches the store. ``AmcpError`` becomes an ``isError`` result through
-``amcp.api.errors.tool_error_text`` — the one MCP translation.
+``amcp.web.errors.tool_error_text`` — the one MCP translation.
 
 Memory content is data, not instructions: recalled text, context packs and query results
 are rendered inside ``<memory>`` elements whose text is escaped (no forged closing tag,
@@ -24,11 +24,11 @@ from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import AfterValidator, BaseModel, Field, Strict, StrictBool
 
 from amcp.amf.types import KnowledgeType
-from amcp.api.errors import tool_error_text
 from amcp.api.gate import lock_for
 from amcp.api.schemas import MAX_AMQL, MAX_BUDGET, MAX_ITEMS, MAX_NAME, MAX_TEXT, utf8_text
 from amcp.errors import AmcpError
 from amcp.memory import Memory
+from amcp.web.errors import tool_error_text
 
 T = TypeVar("T")
 

@@ -16,13 +16,13 @@ from fastapi import FastAPI
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from amcp.api.access import authenticate, build_policy
-from amcp.api.errors import problem_for
 from amcp.api.http import create_app
 from amcp.api.mcp_server import build_mcp
 from amcp.errors import AmcpError, ForbiddenError
 from amcp.memory import Memory
 from amcp.session.policy import AccessPolicy, Mode
+from amcp.web.access import authenticate, build_policy
+from amcp.web.errors import problem_for
 
 MCP_PATH = "/mcp"
 

@@ -31,8 +31,8 @@ from amcp.amf.canonical import canonical_packb
 from amcp.amf.record import AMFRecord
 from amcp.amf.timefmt import parse_ts
 from amcp.amf.types import KnowledgeType
+from amcp.cse.lines import pointer_line
 from amcp.cse.roi import token_cost
-from amcp.cse.tiers import pointer_line
 from amcp.errors import AmcpError, IntegrityError
 
 _CORE, _META = msgpack.packb("core"), msgpack.packb("meta")

@@ -32,7 +32,7 @@ from amcp.store.base import RecordFilter
 
 if TYPE_CHECKING:
     from amcp.amf.record import AMFRecord
-    from amcp.memory import Memory
+    from amcp.ports import MemoryReader
 
 PREFIX = "C-"
 MAX_MEMBERS = 2000  # centroid over at most this many members: a cluster, not the store
@@ -52,7 +52,7 @@ def namespace_of(cluster_id: str) -> str:
     return unquote(cluster_id[len(PREFIX):])
 
 
-def cluster_of(memory: Memory, knowledge_id: str) -> str:
+def cluster_of(memory: MemoryReader, knowledge_id: str) -> str:
     """The stable cluster id of a stored record (404 unknown, 410 purged)."""
     record = memory.get(knowledge_id).record
     assert record is not None  # Memory.get raises GoneError for tombstones
@@ -72,7 +72,7 @@ def member_filter(ns: str, base: RecordFilter | None = None) -> RecordFilter:
     )
 
 
-def centroid_match(memory: Memory, cluster_id: str, text: str) -> float:
+def centroid_match(memory: MemoryReader, cluster_id: str, text: str) -> float:
     """How well ``text`` matches the cluster: mean cosine to its members, in [-1, 1].
 
     0.0 when the store has no embedder or the cluster no embedded members.

@@ -52,7 +52,7 @@ from amcp.retrieval.lexical import match_query
 from amcp.store.base import RecordFilter, RecordState
 
 if TYPE_CHECKING:
-    from amcp.memory import Memory
+    from amcp.ports import MemoryWriter
 
 HITS = 48  # task-similar candidates: several times what HIGH_ROI holds at common budgets
 CORE_PICK = 24  # per core type, by weight: more than CORE_PRINCIPLES holds below ~60k tokens
@@ -245,7 +245,7 @@ def _check(task: str, budget_tokens: int, working_tokens: int | None) -> int:
     return w
 
 
-def _version(memory: Memory, project: str, flt: RecordFilter, mark: Any) -> str:
+def _version(memory: MemoryWriter, project: str, flt: RecordFilter, mark: Any) -> str:
     """The newest active ``<project namespace>.version`` record's object, else 0.0.0."""
     return cache_for(memory.store).remember(
         ("version", project, flt.scopes), mark,
@@ -253,7 +253,7 @@ def _version(memory: Memory, project: str, flt: RecordFilter, mark: Any) -> str:
     )
 
 
-def _find_version(memory: Memory, project: str, flt: RecordFilter) -> str:
+def _find_version(memory: MemoryWriter, project: str, flt: RecordFilter) -> str:
     from amcp.amf.portable import scope_namespace
 
     subject = scope_namespace(project) + ".version"
@@ -274,7 +274,7 @@ def _find_version(memory: Memory, project: str, flt: RecordFilter) -> str:
     return " ".join(newest.core.object.split())[:40].removeprefix("v")
 
 
-def _hits(memory: Memory, task: str, flt: RecordFilter) -> list[tuple[str, float]]:
+def _hits(memory: MemoryWriter, task: str, flt: RecordFilter) -> list[tuple[str, float]]:
     if memory.embedder is not None:
         query = memory.embedder.embed_query(task)
         found = top_relevant(memory, query, flt, HITS)
@@ -285,7 +285,7 @@ def _hits(memory: Memory, task: str, flt: RecordFilter) -> list[tuple[str, float
 
 
 def _candidates(
-    memory: Memory, rel: dict[str, float], ids: Sequence[str], now: float,
+    memory: MemoryWriter, rel: dict[str, float], ids: Sequence[str], now: float,
     flt: RecordFilter,
 ) -> list[_Cand]:
     # ``flt`` (the pack's scopes): the store re-checks every candidate against it from
@@ -320,7 +320,7 @@ def _by_roi(cands: Sequence[_Cand]) -> list[_Cand]:
 
 
 def _signals(
-    memory: Memory, scopes: Sequence[str] | None, now: float, mark: Any
+    memory: MemoryWriter, scopes: Sequence[str] | None, now: float, mark: Any
 ) -> tuple[list[Signal], int]:
     pending = cache_for(memory.store).remember(
         ("signals", scopes), mark,
@@ -330,7 +330,7 @@ def _signals(
 
 
 def build_pack(
-    memory: Memory,
+    memory: MemoryWriter,
     task: str,
     *,
     budget_tokens: int = 8000,
@@ -426,7 +426,7 @@ def build_pack(
 
 
 def _gravity(
-    memory: Memory, high: Sequence[PackItem], pool: Sequence[_Cand], placed: set[str],
+    memory: MemoryWriter, high: Sequence[PackItem], pool: Sequence[_Cand], placed: set[str],
     now: float, flt: RecordFilter,
 ) -> list[_Cand]:
     """Neighbours of the best HIGH_ROI records: unplaced candidates of the same cluster, and

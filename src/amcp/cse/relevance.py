@@ -51,7 +51,7 @@ from amcp.cse.cache import MAX_CATCH_UP, cache_for, change_mark, seq_of
 from amcp.store.base import RecordFilter, Store
 
 if TYPE_CHECKING:
-    from amcp.memory import Memory
+    from amcp.ports import MemoryReader
     from amcp.retrieval.vectors import VectorIndex
 
 CANDIDATES = 384  # pre-scan depth: 8 × the pack's 48 hits; ~1 ms more rerank than 48
@@ -92,7 +92,7 @@ class _Copy:
 
 
 def top_relevant(
-    memory: Memory, query: Any, flt: RecordFilter, k: int, *, candidates: int = CANDIDATES
+    memory: MemoryReader, query: Any, flt: RecordFilter, k: int, *, candidates: int = CANDIDATES
 ) -> list[tuple[str, float]]:
     """The ``k`` packable records most similar to ``query``: ``(knowledge_id, cosine)``,
     best first, ties by knowledge id. Packable: in ``flt.scopes`` (when given), active, not

@@ -18,45 +18,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from amcp.amf.record import AMFRecord
+from amcp.cse.lines import pointer, pointer_line, summary
 
 if TYPE_CHECKING:
     from amcp.cse.pack import Pack, PackItem
-    from amcp.memory import Memory
+    from amcp.ports import MemoryReader
 
-POINTER_ID_CHARS = 14  # "K-" + 12 hex: unique enough to read, the full id is one call away
-POINTER_TEXT = 80
-SUMMARY_TEXT = 200
 RELEVANT = 0.3
 AMP_ORDER: tuple[str, ...] = ("intent", "facts", "pattern", "invalidation", "discovery", "events")
 _AMP_ALIAS = {"fact": "facts", "event": "events"}
-
-
-def _one_line(text: str, limit: int) -> str:
-    flat = " ".join(text.split())
-    return flat if len(flat) <= limit else flat[: limit - 1].rstrip() + "…"
-
-
-def pointer(record: AMFRecord, weight: float) -> str:
-    return pointer_line(
-        record.knowledge_id, record.type.value, record.meta.project_scope[0], weight, record.text
-    )
-
-
-def pointer_line(knowledge_id: str, ktype: str, scope: str, weight: float, text: str) -> str:
-    """``pointer`` from its parts (the CSE holds them without building the record)."""
-    head = knowledge_id[:POINTER_ID_CHARS]
-    return f"{head} [{ktype} · {scope} · {weight:.2f}] {_one_line(text, POINTER_TEXT)}"
-
-
-def summary(record: AMFRecord) -> str:
-    text = " ".join(record.text.split())
-    for stop in (". ", "。", "! ", "? ", "\n"):
-        cut = text.find(stop)
-        if 0 < cut < SUMMARY_TEXT:
-            text = text[: cut + 1]
-            break
-    return _one_line(text, SUMMARY_TEXT)
 
 
 def amp_rank(kind: str | None) -> int:
@@ -99,13 +69,12 @@ def tiers_of(pack: Pack) -> Tiers:
     )
 
 
-def full(memory: Memory, knowledge_ids: Sequence[str]) -> list[dict[str, Any]]:
+def full(memory: MemoryReader, knowledge_ids: Sequence[str]) -> list[dict[str, Any]]:
     """Tier 3: the AMF of the records asked for (a read: it counts as an access)."""
     return [s.record.to_dict() for s in memory.read(list(knowledge_ids)) if s.record is not None]
 
 
 __all__ = [
-    "AMP_ORDER", "RELEVANT", "Tiers", "amp_rank", "amp_sorted", "full", "pointer", "pointer_line",
-    "summary",
-    "tiers_of",
+    "AMP_ORDER", "RELEVANT", "Tiers", "amp_rank", "amp_sorted", "full", "pointer",
+    "pointer_line", "summary", "tiers_of",
 ]

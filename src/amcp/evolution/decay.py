@@ -41,6 +41,7 @@ from enum import StrEnum
 from amcp.amf.record import AMFRecord, DecayModel
 from amcp.amf.timefmt import parse_ts
 from amcp.amf.types import CONFIDENCE_FLOOR, DEFAULT_DECAY, DecayType, KnowledgeType, Lifecycle
+from amcp.evolution.signals import TERMINAL, signal_status
 from amcp.store.base import RecordState
 
 DAY = 86_400.0
@@ -106,8 +107,6 @@ def event_fired(record: AMFRecord) -> bool:
     """Has the record's triggering event happened? Only KT-SIGNAL knows without a lookup."""
     if record.type is not KnowledgeType.SIGNAL:
         return False
-    from amcp.evolution.qef import TERMINAL, signal_status  # lazy: qef builds on this module
-
     status = signal_status(record)
     return status is not None and status in TERMINAL
 

@@ -1,20 +1,20 @@
 """Distillation: many related records → one principle that cites them (upstream DISTILL).
 
-``distill(memory, "RECALL …")`` selects records with the RECALL, drops those below the
-confidence threshold, groups related ones (same subject namespace, then embedding
-similarity), and writes one record of type ``into`` for the largest group, with
-``causal.caused_by`` naming every record of that group. What the principle *says* comes from
-a pluggable :class:`Distiller`: the deterministic :class:`RuleDistiller` by default, or an
-:class:`OpenAIDistiller` that asks a chat-completions model.
+``amcp.amql.distill.distill(memory, "RECALL …")`` selects records with the RECALL and drops
+those below the confidence threshold; ``distill_records`` (here) groups related ones (same
+subject namespace, then embedding similarity) and writes one record of type ``into`` for
+the largest group, with ``causal.caused_by`` naming every record of that group. What the
+principle *says* comes from a pluggable :class:`Distiller`: the deterministic
+:class:`RuleDistiller` by default, or an :class:`OpenAIDistiller` that asks a
+chat-completions model.
 """
 
 from __future__ import annotations
 
 import json
 import math
-import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -23,15 +23,11 @@ import numpy as np
 
 from amcp.amf.record import AMFRecord
 from amcp.amf.types import KnowledgeType, Predicate
-from amcp.amql.ast import Distill, Recall
-from amcp.amql.nodeview import QueryContext
-from amcp.amql.parser import parse
-from amcp.amql.planner import execute_recall, plan_recall
-from amcp.amql.writes import _check_writable
-from amcp.errors import AmcpError, NotFoundError, Status, ValidationError
+from amcp.errors import AmcpError, NotFoundError, Status
 
 if TYPE_CHECKING:
-    from amcp.memory import Memory, WriteOutcome
+    from amcp.memory_writes import WriteOutcome
+    from amcp.ports import MemoryWriter
 
 # Cosine to a group's centroid above which a record joins the group. Hashing embeddings of
 # related sentences sit around 0.3-0.6, MiniLM's around 0.5-0.8; 0.35 groups both sensibly.
@@ -193,68 +189,41 @@ def group_related(records: Sequence[AMFRecord], vectors: np.ndarray | None,
     return sorted(groups, key=lambda g: -len(g))
 
 
-def _source(from_amql: str | Recall | Distill) -> tuple[Recall, Distill | None]:
-    stmt = parse(from_amql) if isinstance(from_amql, str) else from_amql
-    if isinstance(stmt, Distill):
-        return stmt.source, stmt
-    if not isinstance(stmt, Recall):
-        raise ValidationError("from", "DISTILL selects its sources with a RECALL statement")
-    return stmt, None
-
-
-def distill(
-    memory: Memory,
-    from_amql: str | Recall | Distill,
+def distill_records(
+    memory: MemoryWriter,
+    records: Sequence[AMFRecord],
     *,
-    into: str | KnowledgeType = KnowledgeType.PRINCIPLE,
-    confidence_threshold: float = 0.0,
+    into: KnowledgeType = KnowledgeType.PRINCIPLE,
     distiller: Distiller | None = None,
-    scopes: Sequence[str] | None = None,
     similarity: float = GROUP_SIMILARITY,
+    check_scope: Callable[[list[str]], None] | None = None,
 ) -> WriteOutcome:
-    """Write one ``into`` record distilled from the largest related group of the RECALL."""
-    recall, whole = _source(from_amql)
-    if whole is not None and whole.confidence_threshold is not None:
-        confidence_threshold = max(confidence_threshold, whole.confidence_threshold)
-    try:
-        target = KnowledgeType(whole.into if whole is not None else into)
-    except ValueError as exc:
-        raise ValidationError("into", f"{into!r} is not a knowledge type") from exc
-    if isinstance(confidence_threshold, bool) or not 0.0 <= confidence_threshold <= 1.0:
-        raise ValidationError("confidence_threshold", "must be within 0..1")
-    scope_t = tuple(scopes) if scopes is not None else None
-    ctx = QueryContext(memory, now=time.time(), scopes=scope_t,
-                       project=next((s for s in scope_t or () if s != "*"), None))
-    found = execute_recall(memory, plan_recall(recall, scopes=scope_t, project=ctx.project),
-                           ctx, touch=False)
-    records = [r.record for r in found.records if r.record is not None
-               and not r.state.sensitive  # a principle must not repeat a secret
-               and r.record.core.confidence >= confidence_threshold]
+    """Write one ``into`` record distilled from the largest related group of ``records``
+    (already selected: ``amcp.amql.distill`` runs the RECALL). ``check_scope`` is the
+    caller's policy for the principle's scope; it raises to refuse the write."""
     if not records:
-        raise NotFoundError(
-            f"nothing to distill: the RECALL selected {len(found.records)} record(s), none "
-            f"readable with confidence >= {confidence_threshold}"
-        )
+        raise NotFoundError("nothing to distill")
     vectors = None
     if memory.embedder is not None:
         vectors = _unit(np.asarray(memory.embedder.embed([r.text for r in records])))
     best = group_related(records, vectors, similarity)[0][:MAX_SOURCES]
     group = [records[i] for i in best]
     chosen = RuleDistiller(vectors[best] if vectors is not None else None)
-    principle = (distiller or chosen).distill(group, into=target)
+    principle = (distiller or chosen).distill(group, into=into)
     scope = sorted({s for r in group for s in r.meta.project_scope})
     if len(scope) > 1 and "*" in scope:
         scope.remove("*")  # a principle drawn partly from a project belongs to that project
-    _check_writable(scope, scope_t, "DISTILL")
+    if check_scope is not None:
+        check_scope(scope)
     return memory.remember(
         principle.statement,
-        type=target,
+        type=into,
         scope=scope,
         subject=principle.subject,
         predicate=principle.predicate,
         object=principle.object or principle.statement,
         confidence=principle.confidence,
         caused_by=[r.knowledge_id for r in group],
-        sample_size=len(group) if target is KnowledgeType.PATTERN else None,
+        sample_size=len(group) if into is KnowledgeType.PATTERN else None,
         tags=[DISTILLED_TAG],
     )

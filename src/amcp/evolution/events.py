@@ -16,7 +16,7 @@ from amcp.errors import ValidationError
 from amcp.store.base import RecordFilter
 
 if TYPE_CHECKING:
-    from amcp.memory import Memory
+    from amcp.ports import MemoryWriter
 
 MAX_EVENT_NAME = 256  # an event is a name such as 'OKX.API.VERSION_CHANGE', not a document
 REASON_PREFIX = "event:"
@@ -34,7 +34,7 @@ def check_event_name(name: object) -> str:
     return name
 
 
-def listening(memory: Memory, name: str) -> list[str]:
+def listening(memory: MemoryWriter, name: str) -> list[str]:
     """Ids of the active records that ``name`` would invalidate (no body is decoded)."""
     flt = RecordFilter(events=(check_event_name(name),), lifecycles=(Lifecycle.ACTIVE,),
                        include_expired=True)
@@ -43,7 +43,7 @@ def listening(memory: Memory, name: str) -> list[str]:
     return [names[int(r)] for r in rowids if int(r) in names]
 
 
-def fire_event(memory: Memory, name: str) -> list[str]:
+def fire_event(memory: MemoryWriter, name: str) -> list[str]:
     """Invalidate every active record listening for ``name``; return their ids.
 
     Idempotent: invalidated records are no longer active, so a second firing finds nothing.

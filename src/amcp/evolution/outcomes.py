@@ -47,7 +47,7 @@ from amcp.store.base import ChangeOp, StoredRecord
 WEIGHTS_GEN = "cse.weights_gen"  # the store_meta key amcp.cse.cache watches
 
 if TYPE_CHECKING:
-    from amcp.memory import Memory
+    from amcp.ports import MemoryWriter
 
 ARCHIVED_REASON = "superseded: archived by an outcome round"
 MAX_IDS = 1000  # one round names the records of one task, not a whole store
@@ -120,7 +120,7 @@ def parse_result(result: str | Result) -> Result:
         ) from None
 
 
-def check_ids(memory: Memory, knowledge_ids: Sequence[str]) -> list[StoredRecord]:
+def check_ids(memory: MemoryWriter, knowledge_ids: Sequence[str]) -> list[StoredRecord]:
     """Every id must name a stored, unpurged, not-invalidated record (404 / 410)."""
     if isinstance(knowledge_ids, str):
         knowledge_ids = [knowledge_ids]
@@ -145,7 +145,7 @@ def check_ids(memory: Memory, knowledge_ids: Sequence[str]) -> list[StoredRecord
 
 
 def apply_outcome(
-    memory: Memory,
+    memory: MemoryWriter,
     knowledge_ids: Sequence[str],
     result: str | Result,
     *,
@@ -158,7 +158,7 @@ def apply_outcome(
 
 
 def apply_to(
-    memory: Memory, items: Sequence[StoredRecord], res: Result, *, now: float | None = None
+    memory: MemoryWriter, items: Sequence[StoredRecord], res: Result, *, now: float | None = None
 ) -> list[WeightUpdate]:
     """Apply a round to already-checked records (QEF uses this inside its own transaction)."""
     when = time.time() if now is None else now

@@ -34,21 +34,29 @@ import secrets
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
-from amcp.amf.record import AMFRecord, DecayModel
+from amcp.amf.record import DecayModel
 from amcp.amf.timefmt import normalise_timestamp, parse_ts
 from amcp.amf.types import DecayType, KnowledgeType
 from amcp.errors import ConflictError, GoneError, NotFoundError, ValidationError
 from amcp.evolution.outcomes import WeightUpdate, apply_to, check_ids, parse_result
+from amcp.evolution.signals import (
+    PENDING,
+    SUBJECT_PREFIX,
+    TERMINAL,
+    TRANSITIONS,
+    Priority,
+    SignalStatus,
+    body_of,
+    signal_status,
+)
 from amcp.store.base import RecordFilter, StoredRecord
 
 if TYPE_CHECKING:
-    from amcp.memory import Memory
+    from amcp.ports import MemoryWriter
 
 URGENT_AFTER = 7 * 86_400.0  # seconds an emitted signal may wait before it is URGENT
-SUBJECT_PREFIX = "qef."
 MAX_METRICS = 64
 MAX_TREND = 1024
 _TYPE_CODE = re.compile(r"[A-Z0-9][A-Z0-9_]{0,15}")
@@ -59,34 +67,6 @@ _FIELDS = frozenset(
 )
 
 
-class SignalStatus(StrEnum):
-    EMITTED = "emitted"
-    ACKNOWLEDGED = "acknowledged"
-    ADDRESSED = "addressed"
-    RESOLVED = "resolved"
-    DISMISSED = "dismissed"
-
-
-class Priority(StrEnum):
-    CRITICAL = "critical"
-    HIGH = "high"
-    MEDIUM = "medium"
-    LOW = "low"
-
-
-E, A, D = SignalStatus.EMITTED, SignalStatus.ACKNOWLEDGED, SignalStatus.ADDRESSED
-R, X = SignalStatus.RESOLVED, SignalStatus.DISMISSED
-# (current status or None for a new signal, requested status) → allowed. Anything else: 409.
-TRANSITIONS: frozenset[tuple[SignalStatus | None, SignalStatus]] = frozenset(
-    {
-        (None, E),
-        (E, A), (E, X),
-        (A, D), (A, X),
-        (D, R), (D, X),
-    }
-)
-TERMINAL = frozenset({R, X})
-PENDING = frozenset({E, A, D})
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,26 +109,6 @@ class SignalResult:
 
 
 # ---------------------------------------------------------------- parsing the stored body
-
-
-def body_of(record: AMFRecord) -> dict[str, Any] | None:
-    if record.type is not KnowledgeType.SIGNAL or not record.core.subject.startswith(
-        SUBJECT_PREFIX
-    ):
-        return None
-    try:
-        body = json.loads(record.core.object)
-    except ValueError:
-        return None
-    return body if isinstance(body, dict) else None
-
-
-def signal_status(record: AMFRecord) -> SignalStatus | None:
-    body = body_of(record)
-    try:
-        return SignalStatus(body["status"]) if body else None
-    except (KeyError, ValueError):
-        return None
 
 
 def signal_of(item: StoredRecord) -> Signal | None:
@@ -238,7 +198,7 @@ def _type_code(value: Any) -> str:
 # ---------------------------------------------------------------- reading signals
 
 
-def find_signal(memory: Memory, signal_id: str) -> StoredRecord | None:
+def find_signal(memory: MemoryWriter, signal_id: str) -> StoredRecord | None:
     """The current (active) record of ``signal_id``, if any."""
     subject = SUBJECT_PREFIX + signal_id
     flt = RecordFilter(types=(KnowledgeType.SIGNAL,), subject_prefix=subject)
@@ -248,7 +208,7 @@ def find_signal(memory: Memory, signal_id: str) -> StoredRecord | None:
     return None
 
 
-def iter_signals(memory: Memory, *, scopes: Sequence[str] | None = None) -> Iterator[Signal]:
+def iter_signals(memory: MemoryWriter, *, scopes: Sequence[str] | None = None) -> Iterator[Signal]:
     """Every active signal (one record per signal: older statuses are superseded)."""
     flt = RecordFilter(
         types=(KnowledgeType.SIGNAL,), scopes=tuple(scopes) if scopes else None,
@@ -266,13 +226,13 @@ def iter_signals(memory: Memory, *, scopes: Sequence[str] | None = None) -> Iter
         after = page[-1].knowledge_id
 
 
-def pending_signals(memory: Memory, *, scopes: Sequence[str] | None = None) -> list[Signal]:
+def pending_signals(memory: MemoryWriter, *, scopes: Sequence[str] | None = None) -> list[Signal]:
     out = [s for s in iter_signals(memory, scopes=scopes) if s.status in PENDING]
     return sorted(out, key=lambda s: (s.emitted_at, s.signal_id))
 
 
 def urgent_signals(
-    memory: Memory, *, now: float | None = None, scopes: Sequence[str] | None = None
+    memory: MemoryWriter, *, now: float | None = None, scopes: Sequence[str] | None = None
 ) -> list[Signal]:
     """Emitted signals older than 7 days, oldest first (upstream: URGENT on cold boot)."""
     when = time.time() if now is None else now
@@ -282,7 +242,7 @@ def urgent_signals(
 # ---------------------------------------------------------------- writing signals
 
 
-def record_signal(memory: Memory, signal: Mapping[str, Any]) -> SignalResult:
+def record_signal(memory: MemoryWriter, signal: Mapping[str, Any]) -> SignalResult:
     """Store a new signal, or move an existing one (``signal_id``) to a new status."""
     if not isinstance(signal, Mapping):
         raise ValidationError("", "a QEF signal must be a JSON object")
@@ -300,7 +260,7 @@ def record_signal(memory: Memory, signal: Mapping[str, Any]) -> SignalResult:
     return _transition(memory, signal, current)
 
 
-def _references(memory: Memory, signal: Mapping[str, Any]) -> tuple[str, ...]:
+def _references(memory: MemoryWriter, signal: Mapping[str, Any]) -> tuple[str, ...]:
     refs = _strings(signal.get("references"), "references")
     for kid in refs:
         item = memory.store.get(kid)
@@ -311,7 +271,7 @@ def _references(memory: Memory, signal: Mapping[str, Any]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(refs))
 
 
-def _emit(memory: Memory, signal: Mapping[str, Any], sid: str | None) -> SignalResult:
+def _emit(memory: MemoryWriter, signal: Mapping[str, Any], sid: str | None) -> SignalResult:
     status = _enum(SignalStatus, signal.get("status", "emitted"), "status")
     if (None, status) not in TRANSITIONS:
         raise ConflictError(f"a new signal starts as 'emitted', not {status.value!r}")
@@ -355,7 +315,7 @@ def _emit(memory: Memory, signal: Mapping[str, Any], sid: str | None) -> SignalR
 
 
 def _transition(
-    memory: Memory, signal: Mapping[str, Any], current: StoredRecord
+    memory: MemoryWriter, signal: Mapping[str, Any], current: StoredRecord
 ) -> SignalResult:
     assert current.record is not None
     old = signal_of(current)
@@ -405,7 +365,7 @@ def _transition(
 
 
 def _outcome_items(
-    memory: Memory, signal: Mapping[str, Any], refs: Sequence[str]
+    memory: MemoryWriter, signal: Mapping[str, Any], refs: Sequence[str]
 ) -> tuple[Any, list[StoredRecord]] | None:
     raw = signal.get("outcome")
     if raw is None:

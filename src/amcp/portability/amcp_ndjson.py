@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from amcp.portability.ndjson import validate_ndjson
+from amcp.ndjson import validate_ndjson
 
 if TYPE_CHECKING:  # Memory calls into this package: no import cycle at run time
     from amcp.memory import Memory

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 from amcp.amf.portable import to_portable
 from amcp.amf.record import AMFRecord, thaw
 from amcp.errors import ValidationError
-from amcp.portability.ndjson import export_ndjson
+from amcp.ndjson import export_ndjson
 from amcp.store.base import RecordFilter
 
 if TYPE_CHECKING:  # Memory calls into this package: no import cycle at run time

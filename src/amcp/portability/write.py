@@ -25,7 +25,8 @@ from amcp.store.base import ChangeOp, RecordFilter
 
 if TYPE_CHECKING:
     from amcp.memory import Memory
-    from amcp.retrieval.embedders import F32, Embedder
+    from amcp.retrieval.embedders import Embedder
+    from amcp.retrieval.unit import F32
 
 IMPORTED_TAG = "imported"
 

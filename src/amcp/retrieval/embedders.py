@@ -22,9 +22,9 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import numpy as np
-import numpy.typing as npt
 
 from amcp.errors import AmcpError, ConfigError, Status
+from amcp.retrieval.unit import F32, l2_normalize
 
 if TYPE_CHECKING:  # httpx costs ~0.1-1 s to import; only the remote embedder needs it
     import httpx
@@ -38,7 +38,6 @@ __all__ = [
     "l2_normalize",
 ]
 
-F32 = npt.NDArray[np.float32]
 
 
 @runtime_checkable
@@ -61,17 +60,6 @@ class Embedder(Protocol):
     def embed_query(self, text: str) -> F32:
         """Embed one query: a ``(dim,)`` float32 unit vector."""
         ...
-
-
-def l2_normalize(x: npt.NDArray[Any]) -> F32:
-    """Unit-normalise rows (or one vector); all-zero rows stay zero rather than becoming NaN."""
-    arr = np.asarray(x, dtype=np.float32)
-    norms = np.linalg.norm(arr, axis=-1, keepdims=True)
-    # A zero row (empty text) has no direction; dividing by 1 keeps it zero and finite.
-    np.maximum(norms, np.float32(1e-12), out=norms)
-    out: F32 = (arr / norms).astype(np.float32, copy=False)
-    out[np.squeeze(norms, -1) <= 1e-12] = 0.0
-    return out
 
 
 # --------------------------------------------------------------------------- hashing

@@ -41,7 +41,7 @@ import numpy as np
 import numpy.typing as npt
 
 from amcp.errors import ConfigError
-from amcp.retrieval.embedders import l2_normalize
+from amcp.retrieval.unit import l2_normalize
 
 __all__ = ["MAX_TOKENS", "MODEL_ID", "MODEL_ID_INT8", "MiniLMEmbedder", "model_dir"]
 

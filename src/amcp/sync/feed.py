@@ -28,7 +28,7 @@ from typing import Any
 from amcp.amf.canonical import canonical_packb
 from amcp.amf.types import Lifecycle
 from amcp.errors import AmcpError, IntegrityError, ValidationError
-from amcp.memory import Memory
+from amcp.ports import MemoryWriter
 from amcp.store.base import Change, ChangeOp, StoredRecord
 
 OPS = frozenset({"put", "invalidate", "supersede", "purge"})
@@ -71,7 +71,7 @@ class ApplyResult:
 
 
 def pull_changes(
-    memory: Memory,
+    memory: MemoryWriter,
     since: int,
     *,
     limit: int = DEFAULT_LIMIT,
@@ -111,7 +111,7 @@ def pull_changes(
 
 
 def _entry(
-    memory: Memory, change: Change, readable: ScopeCheck | None, wanted: set[str] | None
+    memory: MemoryWriter, change: Change, readable: ScopeCheck | None, wanted: set[str] | None
 ) -> dict[str, Any] | None:
     op, kid, hlc, details = change.op, change.knowledge_id, change.hlc, change.details
     if op is ChangeOp.PURGE:
@@ -137,7 +137,7 @@ def _entry(
 
 
 def apply_changes(
-    memory: Memory,
+    memory: MemoryWriter,
     changes: Iterable[Any],
     *,
     writable: ScopeCheck | None = None,
@@ -184,7 +184,7 @@ def _check_entry(change: Any, index: int) -> dict[str, Any]:
     return dict(change)
 
 
-def _apply_one(memory: Memory, entry: Mapping[str, Any], writable: ScopeCheck | None) -> bool:
+def _apply_one(memory: MemoryWriter, entry: Mapping[str, Any], writable: ScopeCheck | None) -> bool:
     """True: applied; False: already reflected here. Raises AmcpError for a conflict."""
     op, kid = entry["op"], entry["knowledge_id"]
     found = memory.store.get(kid)
@@ -207,7 +207,7 @@ def _apply_one(memory: Memory, entry: Mapping[str, Any], writable: ScopeCheck | 
     return _apply_supersede(memory, kid, found, entry.get("superseded_by"))
 
 
-def _apply_purge(memory: Memory, kid: str, found: StoredRecord | None) -> bool:
+def _apply_purge(memory: MemoryWriter, kid: str, found: StoredRecord | None) -> bool:
     # Purge is applied whatever the scope: erasure must reach every copy.
     if found is None:
         return memory.store.put_tombstone(kid, hlc=memory.clock.send(), reason="sync")
@@ -218,7 +218,7 @@ def _apply_purge(memory: Memory, kid: str, found: StoredRecord | None) -> bool:
 
 
 def _apply_put(
-    memory: Memory, entry: Mapping[str, Any], found: StoredRecord | None,
+    memory: MemoryWriter, entry: Mapping[str, Any], found: StoredRecord | None,
     writable: ScopeCheck | None,
 ) -> bool:
     amf = entry["amf"]
@@ -235,7 +235,7 @@ def _apply_put(
     return bool(memory.put(amf, dedup=False).created)
 
 
-def _apply_supersede(memory: Memory, kid: str, found: StoredRecord, new: Any) -> bool:
+def _apply_supersede(memory: MemoryWriter, kid: str, found: StoredRecord, new: Any) -> bool:
     # The new record arrives as its own put; this entry only marks the old one. A record
     # already superseded, or archived after it was (an outcome round archives superseded
     # records), has had this entry applied: re-applying it would undo the archive.

@@ -15,11 +15,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from amcp.amf.types import Lifecycle
-from amcp.api.access import Caller
 from amcp.errors import ConflictError, ValidationError
 from amcp.memory import Memory, WriteOutcome
 from amcp.store.base import StoredRecord
 from amcp.ui.data import Locked, visible
+from amcp.web.access import Caller
 
 MAX_REASON = 2000
 

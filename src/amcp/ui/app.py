@@ -8,56 +8,21 @@ http`` both serve it at ``/ui`` (``/`` redirects there) and the local API refere
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TypeVar
 
-from fastapi import FastAPI, Request
-from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from fastapi import FastAPI
+from fastapi.responses import RedirectResponse
 from fastapi.staticfiles import StaticFiles
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 
 from amcp.memory import Memory
 from amcp.session.policy import AccessPolicy
-from amcp.ui.overview import IntegrityCache
-from amcp.ui.session import COOKIE, SessionStore, Viewer
+from amcp.ui.context import STATIC_PREFIX, UiContext
+from amcp.ui.session import SessionStore
 
 T = TypeVar("T")
 HERE = Path(__file__).resolve().parent
-STATIC_PREFIX = "/ui/static"
-
-
-@dataclass
-class UiContext:
-    """What every page handler needs: the memory, its lock, sessions and templates."""
-
-    memory: Memory
-    lock: threading.RLock
-    sessions: SessionStore
-    env: Environment
-    checks: IntegrityCache = field(default_factory=IntegrityCache)
-    secure_cookie: bool = False  # set when served behind TLS (amcp http --tls ...)
-
-    def locked(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
-        with self.lock:
-            return fn(*args, **kwargs)
-
-    def render(self, request: Request, viewer: Viewer | None, template: str, *,
-               status: int = 200, **data: Any) -> HTMLResponse:
-        page = self.env.get_template(template).render(
-            request=request, viewer=viewer, static=STATIC_PREFIX,
-            needs_login=self.sessions.needs_login, **data,
-        )
-        response = HTMLResponse(page, status_code=status)
-        if viewer is not None and viewer.fresh:
-            self.set_cookie(response, viewer.session.sid)
-        # Pages show records as they stand now: never keep them in a shared cache.
-        response.headers["Cache-Control"] = "no-store"
-        return response
-
-    def set_cookie(self, response: Response, sid: str) -> None:
-        response.set_cookie(COOKIE, sid, httponly=True, samesite="strict", path="/",
-                            secure=self.secure_cookie)
 
 
 def environment() -> Environment:

@@ -17,7 +17,6 @@ from amcp.amf.ids import verify_integrity
 from amcp.amf.record import AMFRecord
 from amcp.amf.timefmt import parse_ts
 from amcp.amf.types import KnowledgeType, Lifecycle
-from amcp.api.access import Caller
 from amcp.errors import AmcpError, GoneError, NotFoundError, ValidationError
 from amcp.evolution.decay import DAY, NEUTRAL_WEIGHT, decay_model_of, time_factor, trust
 from amcp.memory import Memory
@@ -25,6 +24,7 @@ from amcp.retrieval.fusion import priors
 from amcp.retrieval.search import Hit
 from amcp.session.policy import Mode
 from amcp.store.base import Change, RecordFilter, StoredRecord
+from amcp.web.access import Caller
 
 T = TypeVar("T")
 Locked = Callable[..., Any]

@@ -16,7 +16,7 @@ from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import HTMLResponse
 
 if TYPE_CHECKING:
-    from amcp.ui.app import UiContext
+    from amcp.ui.context import UiContext
 
 METHODS = ("get", "post", "put", "patch", "delete")
 

@@ -14,7 +14,6 @@ from datetime import UTC, datetime
 from typing import Any, Protocol, runtime_checkable
 
 from amcp.amf.types import Lifecycle
-from amcp.api.access import Caller
 from amcp.clock import Timestamp
 from amcp.errors import ConflictError
 from amcp.memory import Memory, WriteOutcome
@@ -23,6 +22,7 @@ from amcp.session.policy import Mode
 from amcp.store.base import RecordFilter
 from amcp.ui.actions import Done
 from amcp.ui.data import Locked, Row, row_of, visible
+from amcp.web.access import Caller
 
 GROWTH_POINTS = 24
 QUEUE_PAGE = 100

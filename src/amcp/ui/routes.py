@@ -17,12 +17,12 @@ from fastapi import APIRouter, Query, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
-from amcp.api.errors import problem_for
 from amcp.errors import AmcpError, UnauthorizedError
 from amcp.ui import actions, data, overview
-from amcp.ui.app import UiContext
 from amcp.ui.charts import line_chart
+from amcp.ui.context import UiContext
 from amcp.ui.session import COOKIE, Viewer, check_csrf
+from amcp.web.errors import problem_for
 
 MAX_FORM = 1024 * 1024  # the API's JSON cap; a memory's text is far shorter
 DONE = {  # ?done= codes after an action: fixed texts, so a link cannot put words on a page

@@ -20,9 +20,9 @@ import time
 from collections import OrderedDict
 from dataclasses import dataclass
 
-from amcp.api.access import Caller, authenticate
 from amcp.errors import ForbiddenError, UnauthorizedError
 from amcp.session.policy import AccessPolicy, Principal
+from amcp.web.access import Caller, authenticate
 
 COOKIE = "amcp_ui"
 MAX_SESSIONS = 1024  # one person opens a few; the oldest go first past this

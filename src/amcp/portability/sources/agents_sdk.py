@@ -20,7 +20,7 @@ from amcp.agent.adapters.agents_session import session_scope
 from amcp.errors import ValidationError
 from amcp.portability.model import SourceItem
 from amcp.portability.reader import SourceFile, cell, connect_ro, is_sqlite, sqlite_tables
-from amcp.portability.sources import ReadContext, Source
+from amcp.portability.sources.base import ReadContext, Source
 
 
 def _sniff(src: SourceFile, head: bytes) -> bool:

@@ -31,7 +31,7 @@ from typing import Any
 from amcp.errors import ValidationError
 from amcp.portability.model import SourceItem
 from amcp.portability.reader import SourceFile, decode
-from amcp.portability.sources import ReadContext, Source, head_text
+from amcp.portability.sources.base import ReadContext, Source, head_text
 
 MAX_NOTE = 8 * 1024 * 1024
 _OBS = re.compile(r"^\[([^\[\]()]+)\]\s+(.+)")

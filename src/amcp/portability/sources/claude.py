@@ -21,7 +21,7 @@ from typing import Any
 from amcp.errors import ValidationError
 from amcp.portability.model import SourceItem
 from amcp.portability.reader import SourceFile, load_json
-from amcp.portability.sources import ReadContext, Source, head_text
+from amcp.portability.sources.base import ReadContext, Source, head_text
 
 MAX_DOC_CHARS = 200_000  # one project document; AMF caps a record at 1 MiB
 

@@ -31,7 +31,7 @@ from amcp.portability.reader import (
     quote,
     sqlite_tables,
 )
-from amcp.portability.sources import ReadContext, Source, head_text
+from amcp.portability.sources.base import ReadContext, Source, head_text
 
 FIELDS = ("text", "created_at", "kind", "scope", "id", "agent", "tags", "role", "vector",
           "vector_model")

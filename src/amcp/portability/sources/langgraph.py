@@ -19,8 +19,8 @@ from typing import Any
 from amcp.errors import ValidationError
 from amcp.portability.model import SourceItem
 from amcp.portability.reader import SourceFile, cell, connect_ro, is_sqlite, sqlite_tables
-from amcp.portability.sources import ReadContext, Source
 from amcp.portability.sources.agents_sdk import utc_sqlite_time
+from amcp.portability.sources.base import ReadContext, Source
 
 TEXT_KEYS = ("content", "text", "memory", "data", "value")
 KIND_KEYS = ("kind", "type", "category")

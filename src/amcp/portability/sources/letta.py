@@ -22,7 +22,7 @@ from typing import Any
 from amcp.errors import ValidationError
 from amcp.portability.model import SourceItem
 from amcp.portability.reader import SourceFile, load_json
-from amcp.portability.sources import ReadContext, Source, head_text
+from amcp.portability.sources.base import ReadContext, Source, head_text
 
 
 def _sniff(src: SourceFile, head: bytes) -> bool:

@@ -25,7 +25,7 @@ from typing import Any
 from amcp.errors import ValidationError
 from amcp.portability.model import SourceItem
 from amcp.portability.reader import SourceFile, cell, connect_ro, is_sqlite, load_json
-from amcp.portability.sources import ReadContext, Source, head_text
+from amcp.portability.sources.base import ReadContext, Source, head_text
 
 PROMOTED = ("user_id", "agent_id", "run_id", "actor_id", "role")
 _CORE = {"id", "memory", "hash", "metadata", "created_at", "updated_at", *PROMOTED}

@@ -17,7 +17,7 @@ from amcp.amf.portable import PORTABLE_FIELDS
 from amcp.errors import ValidationError
 from amcp.portability.model import SourceItem
 from amcp.portability.reader import SourceFile, iter_lines, json_line, load_json
-from amcp.portability.sources import ReadContext, Source, head_text
+from amcp.portability.sources.base import ReadContext, Source, head_text
 
 
 def _sniff(src: SourceFile, head: bytes) -> bool:

@@ -30,7 +30,7 @@ from amcp.errors import AmcpError, ValidationError
 from amcp.store.base import ChangeOp, RecordFilter
 
 if TYPE_CHECKING:
-    from amcp.memory import Memory
+    from amcp.ports import MemoryWriter
 
 FORMAT_VERSION = 1
 KNOWLEDGE_ID = re.compile(r"K-[0-9a-f]{64}")
@@ -64,7 +64,9 @@ def _line(obj: Any) -> str:
     return json.dumps(obj, ensure_ascii=False, sort_keys=True, separators=(",", ":")) + "\n"
 
 
-def export_ndjson(memory: Memory, out: TextIO, *, include_sensitive: bool = False) -> ExportReport:
+def export_ndjson(
+    memory: MemoryWriter, out: TextIO, *, include_sensitive: bool = False
+) -> ExportReport:
     digest = hashlib.sha256()
     records = tombstones = skipped = 0
 
@@ -116,7 +118,7 @@ def export_ndjson(memory: Memory, out: TextIO, *, include_sensitive: bool = Fals
 
 
 def import_ndjson(
-    memory: Memory,
+    memory: MemoryWriter,
     source: Iterable[str | bytes],
     *,
     batch: int = 256,
@@ -251,7 +253,7 @@ def _object(text: str, lineno: int) -> dict[str, Any]:
 
 
 def _apply_batch(
-    memory: Memory, items: list[tuple[AMFRecord, dict[str, Any]]], report: ImportReport
+    memory: MemoryWriter, items: list[tuple[AMFRecord, dict[str, Any]]], report: ImportReport
 ) -> None:
     fresh: list[tuple[AMFRecord, bool]] = []
     states: list[tuple[str, dict[str, Any]]] = []
@@ -285,7 +287,7 @@ _OPS = {
 }
 
 
-def _apply_state(memory: Memory, kid: str, state: dict[str, Any]) -> int:
+def _apply_state(memory: MemoryWriter, kid: str, state: dict[str, Any]) -> int:
     try:
         lifecycle = Lifecycle(state.get("lifecycle", "active"))
     except ValueError:
