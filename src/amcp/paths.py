@@ -15,8 +15,7 @@ from __future__ import annotations
 
 import os
 import sys
-
-from amcp.lean import TYPE_CHECKING
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # os.path strings, not pathlib: the hooks' fast reader calls this
     from collections.abc import Mapping

@@ -179,18 +179,6 @@ def test_stale_schema_and_garbage(store: Path, tmp_path: Path) -> None:
         FastReader(tmp_path / "absent.db")
 
 
-@pytest.mark.parametrize("path", ["/tmp/plain/memory.db", "/tmp/a b/m?e#m%o.db",
-                                  "/tmp/ünï/記憶.db", "/tmp/~user/x-y_z.db", "rel/x;y=z&w"])
-def test_uri_quote_is_urllib_quote(path: str) -> None:
-    """fastread's own percent-encoding (urllib.parse stays off the hook path) answers as
-    ``urllib.parse.quote`` does for the ``file:`` URI."""
-    from urllib.parse import quote
-
-    from amcp.store.fastread import uri_quote
-
-    assert uri_quote(path) == quote(path)
-
-
 def test_reads_a_store_in_a_directory_with_uri_characters(tmp_path: Path) -> None:
     home = tmp_path / "a b?c#d%e"
     with Memory(home / "memory.db") as mem:

@@ -8,8 +8,7 @@ the id/checksum code and their imports. Per-prompt hooks count these millisecond
 from __future__ import annotations
 
 from importlib import import_module
-
-from amcp.lean import TYPE_CHECKING
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from typing import Any

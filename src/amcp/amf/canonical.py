@@ -9,11 +9,11 @@ knowledge ids and checksums portable.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 import msgpack
 
 from amcp.errors import ValidationError
-from amcp.lean import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from typing import Any

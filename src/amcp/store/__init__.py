@@ -6,7 +6,7 @@ read-only path) must not load the record classes that ``amcp.store.base`` needs.
 
 from __future__ import annotations
 
-from amcp.lean import TYPE_CHECKING
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from typing import Any

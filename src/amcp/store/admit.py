@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import json
 import time
+from typing import TYPE_CHECKING
 
-from amcp.lean import TYPE_CHECKING
 from amcp.store.links import session_of
 from amcp.store.rowseal import SEALED
 

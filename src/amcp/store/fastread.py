@@ -39,11 +39,12 @@ import os
 import sqlite3
 import time
 from collections.abc import Sequence
+from typing import TYPE_CHECKING, NamedTuple
+from urllib.parse import quote
 
 import msgpack
 
 from amcp.errors import StoreError, StoreIntegrityError
-from amcp.lean import TYPE_CHECKING, NamedTuple
 from amcp.store import termstats
 from amcp.store.admit import GLOBAL, row_scopes
 from amcp.store.headtext import MAC_PURPOSE, mac_verifies, parse_head
@@ -102,24 +103,12 @@ def _marks(n: int) -> str:
     return ",".join("?" * n)
 
 
-# What ``urllib.parse.quote(path)`` leaves as is (its default ``safe="/"``): the module costs
-# a hook process ~5 ms to import (it builds six namedtuples), for one call per open.
-_URI_SAFE = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-~/")
-
-
-def uri_quote(path: str) -> str:
-    """``urllib.parse.quote(path)``: percent-encoded UTF-8 for an SQLite ``file:`` URI."""
-    return "".join(chr(b) if b in _URI_SAFE else f"%{b:02X}"
-                   for b in path.encode("utf-8", "surrogateescape"))
-
-
 class FastReader:
     """Read-only queries over one store file. Not thread-safe; one per hook process."""
 
     def __init__(self, path: StrPath, *, timeout_s: float = 0.25,
                  key_dir: StrPath | None = None,
                  witness_dirs: Sequence[StrPath] | None = None) -> None:
-        # os.path strings, not pathlib: see uri_quote
         self.path = os.fspath(path)
         self.key_dir = (os.fspath(key_dir) if key_dir is not None
                         else os.path.join(os.path.dirname(self.path), "keys"))
@@ -130,7 +119,7 @@ class FastReader:
         self.witness_dirs = [os.fspath(d) for d in witness_dirs]
         if not os.path.exists(self.path):
             raise StoreError(f"no store at {self.path}")
-        uri = f"file:{uri_quote(os.path.realpath(self.path))}?mode=ro"
+        uri = f"file:{quote(os.path.realpath(self.path))}?mode=ro"
         try:
             self._db = sqlite3.connect(uri, uri=True, timeout=timeout_s,
                                        isolation_level=None, check_same_thread=False)

@@ -30,8 +30,7 @@ import re
 import sqlite3
 from collections.abc import Callable, Sequence
 from itertools import combinations
-
-from amcp.lean import NamedTuple
+from typing import NamedTuple
 
 # FTS5's bm25() constants (fts5_aux.c); not configurable there either.
 K1 = 1.2

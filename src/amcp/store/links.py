@@ -17,8 +17,7 @@ sessions) is indexed as ``<id>``, and bare evidence in the node's own session-id
 from __future__ import annotations
 
 import re
-
-from amcp.lean import TYPE_CHECKING
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from amcp.amf.record import AMFRecord

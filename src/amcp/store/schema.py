@@ -7,8 +7,8 @@ crash between two leaves a store at a well-defined version.
 from __future__ import annotations
 
 import sqlite3
+from typing import TYPE_CHECKING
 
-from amcp.lean import TYPE_CHECKING
 from amcp.store import termpeaks, termstats
 
 if TYPE_CHECKING:

@@ -29,8 +29,7 @@ Stdlib only, like the other store modules on the hooks' path.
 from __future__ import annotations
 
 import sqlite3
-
-from amcp.lean import TYPE_CHECKING
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Sequence

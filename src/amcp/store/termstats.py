@@ -25,8 +25,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections import Counter
-
-from amcp.lean import TYPE_CHECKING, NamedTuple  # typing costs a hook process ~8 ms
+from typing import TYPE_CHECKING, NamedTuple
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Sequence

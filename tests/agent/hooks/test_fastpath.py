@@ -314,8 +314,8 @@ def test_console_entry_leaves_other_commands_to_typer(monkeypatch: pytest.Monkey
     assert "session-start" in capsys.readouterr().out
 
 
-HEAVY = ("typing", "dataclasses", "subprocess", "inspect", "runpy", "pathlib", "urllib.parse",
-         "numpy", "cryptography", "amcp.memory", "amcp.agent.capture")
+HEAVY = ("dataclasses", "subprocess", "inspect", "runpy", "numpy", "cryptography", "amcp.memory",
+         "amcp.agent.capture")
 
 
 @pytest.mark.parametrize(("event", "fields"), [
@@ -326,7 +326,7 @@ HEAVY = ("typing", "dataclasses", "subprocess", "inspect", "runpy", "pathlib", "
 def test_read_hooks_stay_off_the_heavy_imports(tmp_path: Path, event: str,
                                                fields: dict[str, object]) -> None:
     """What keeps a hook process short, checked structurally (no timing): the no-node read
-    hooks answer without typing, pathlib, dataclasses, Memory or the capture engine."""
+    hooks answer without dataclasses, numpy, cryptography, Memory or the capture engine."""
     import subprocess
     import sys
 

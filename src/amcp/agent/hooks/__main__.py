@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import TYPE_CHECKING
 
 from amcp.agent.hooks.claude_code import run_hook
 from amcp.agent.hooks.fastpath import NODE_PORT
 from amcp.agent.hooks.hookio import HookConfig
-from amcp.lean import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence

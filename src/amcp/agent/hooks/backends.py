@@ -4,8 +4,9 @@ fails mid-call to the file (docs/hooks.md, Discovery and Backends)."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from amcp.agent.hooks.fastpath import FastBackend, LocalBackend, NodeBackend, node_listening
-from amcp.lean import TYPE_CHECKING
 
 if TYPE_CHECKING:  # names for annotations only: ``typing`` stays off the hook path
     from collections.abc import Callable

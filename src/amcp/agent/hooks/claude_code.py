@@ -20,6 +20,7 @@ import json
 import os
 import re
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from amcp.agent.hooks.backends import node_http, with_backend
 from amcp.agent.hooks.fastpath import NewMemory, NoStore, one_line
@@ -32,7 +33,6 @@ from amcp.agent.hooks.hookio import (
     read_tail,
 )
 from amcp.agent.hooks.ledger import SessionLedger
-from amcp.lean import TYPE_CHECKING
 
 if TYPE_CHECKING:  # names for annotations only: ``typing`` stays off the hook path
     from collections.abc import Callable

@@ -14,9 +14,9 @@ input does not carry ``last_assistant_message``: Codex's transcript ("rollout") 
 from __future__ import annotations
 
 import json
+from typing import TYPE_CHECKING
 
 from amcp.agent.hooks.hookio import read_tail
-from amcp.lean import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from typing import Any

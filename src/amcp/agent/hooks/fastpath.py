@@ -24,9 +24,9 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from typing import TYPE_CHECKING, NamedTuple
 
 from amcp.errors import AmcpError
-from amcp.lean import TYPE_CHECKING, NamedTuple
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -51,8 +51,7 @@ class NoStore(AmcpError):
 
 
 # Value types here are NamedTuples, not frozen dataclasses: ``import dataclasses`` loads
-# ``inspect`` and each class costs generated code, ~10-20 ms per hook process in all. And
-# ``amcp.lean``'s NamedTuple, not typing's: ``import typing`` costs a hook ~8 ms more.
+# ``inspect`` and each class costs generated code, ~10-20 ms per hook process in all.
 
 
 class MemoryLine(NamedTuple):

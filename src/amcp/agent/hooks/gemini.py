@@ -19,8 +19,7 @@ from __future__ import annotations
 
 import json
 import re
-
-from amcp.lean import TYPE_CHECKING
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from typing import Any

@@ -12,10 +12,10 @@ from __future__ import annotations
 import json
 import os
 import sys
+from typing import TYPE_CHECKING, NamedTuple
 
 from amcp.agent.hooks.fastpath import NODE_PORT
 from amcp.agent.hooks.ledger import LedgerStore
-from amcp.lean import TYPE_CHECKING, NamedTuple
 
 if TYPE_CHECKING:  # names for annotations only: ``typing`` stays off the hook path
     from collections.abc import Mapping

@@ -13,8 +13,7 @@ import json
 import os
 import re
 import time
-
-from amcp.lean import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 if TYPE_CHECKING:  # pathlib only for annotations: the hook path uses os.path strings
     from pathlib import Path

@@ -10,10 +10,10 @@ instead (``claude_code.with_backend``). The routes it calls are in ``node_routes
 from __future__ import annotations
 
 import json
+from typing import TYPE_CHECKING
 
 from amcp.agent.hooks.fastpath import MemoryLine, NewMemory, _norm
 from amcp.errors import AmcpError
-from amcp.lean import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from collections.abc import Sequence

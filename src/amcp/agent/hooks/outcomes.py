@@ -23,8 +23,7 @@ Lean like the rest of the hook path: only ``re`` at import.
 from __future__ import annotations
 
 import re
-
-from amcp.lean import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Sequence

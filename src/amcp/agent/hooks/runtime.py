@@ -22,8 +22,7 @@ from __future__ import annotations
 
 import json
 import os
-
-from amcp.lean import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 if TYPE_CHECKING:
     from pathlib import Path
