@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any
 
+from amcp.amf.text import statement
 from amcp.amf.timefmt import check_amf_ts
 from amcp.amf.types import (
     AccessTier,
@@ -499,10 +500,9 @@ class AMFRecord:
     @property
     def text(self) -> str:
         """The human-readable statement: the annotation if any, else the triple."""
-        if self.annotation and self.annotation.natural_language:
-            return self.annotation.natural_language
         c = self.core
-        return f"{c.subject} {c.predicate.value} {c.object}"
+        said = self.annotation.natural_language if self.annotation else None
+        return statement(said, c.subject, c.predicate.value, c.object)
 
     @property
     def tags(self) -> tuple[str, ...]:

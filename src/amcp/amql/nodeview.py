@@ -18,11 +18,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from amcp.amf.timefmt import parse_ts
-from amcp.amf.types import DecayType, KnowledgeType, Lifecycle
+from amcp.amf.types import KnowledgeType, Lifecycle
 from amcp.amql.ast import ClusterSubquery, Scalar
 from amcp.amql.evaluate import MappingView, evaluate
 from amcp.errors import AmcpError, ValidationError
+from amcp.evolution.decay import view
 from amcp.retrieval.lexical import match_query
 from amcp.store.base import RecordFilter, StoredRecord
 from amcp.store.links import indexes_session
@@ -102,29 +102,16 @@ def cluster_unavailable(what: str) -> ValidationError:
 
 
 def decay_status(item: StoredRecord, now: float) -> str:
-    """fresh | decaying | expired | superseded | invalidated (the node's view of a record).
-
-    ``decaying``: older than the decay model's half-life; a linear model reaches zero, and
-    the record ``expired``, at twice its half-life.
-    """
+    """fresh | decaying | expired: the evolution layer's decay model
+    (``amcp.evolution.decay.view``), the same view node reads and context packs give. A
+    record past its expiry time is expired whatever its model says."""
     state = item.state
-    if state.lifecycle in (Lifecycle.INVALIDATED, Lifecycle.SUPERSEDED):
-        return state.lifecycle.value
-    if state.lifecycle is Lifecycle.ARCHIVED or (
-        state.expires_at is not None and state.expires_at <= now
-    ):
+    if state.expires_at is not None and state.expires_at <= now:
         return "expired"
     record = item.record
-    model = record.meta.decay_model if record is not None else None
-    if record is not None and model is not None and model.half_life_days and model.type in (
-        DecayType.EXPONENTIAL, DecayType.LINEAR
-    ):
-        age_days = (now - parse_ts(record.meta.created_at).timestamp()) / _DAY
-        if model.type is DecayType.LINEAR and age_days >= 2 * model.half_life_days:
-            return "expired"
-        if age_days >= model.half_life_days:
-            return "decaying"
-    return "fresh"
+    if record is None:
+        return "expired" if state.lifecycle is not Lifecycle.ACTIVE else "fresh"
+    return view(record, state, now).status.value
 
 
 def access_recency(item: StoredRecord, now: float) -> float:

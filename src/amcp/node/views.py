@@ -13,7 +13,8 @@ from typing import Any
 import msgpack
 
 from amcp.amf.record import AMFRecord
-from amcp.amf.types import DecayType, Lifecycle
+from amcp.amf.types import Lifecycle
+from amcp.evolution.decay import view
 from amcp.memory import Memory, WriteOutcome
 from amcp.store.base import StoredRecord
 from amcp.wire.encoder import pack_payload
@@ -23,7 +24,6 @@ WEEK = 7 * 86400
 ENVELOPE = 4096
 # Enum members as globals on the per-request path: EnumType.__getattr__ makes `M.X` a slow
 # lookup in Python 3.11 (see amcp.session.session).
-_ARCHIVED, _NO_DECAY = Lifecycle.ARCHIVED, DecayType.NONE
 _LIFECYCLE_VALUE = {lc: lc.value for lc in Lifecycle}  # .value is a descriptor call
 
 
@@ -57,27 +57,21 @@ _LAST_SECOND: list[tuple[int | None, str]] = [(None, "")]
 
 def x_state(memory: Memory, item: StoredRecord, now: float) -> dict[str, Any]:
     """``{lifecycle, decay_status, effective_confidence, weight, access_count_7d, last_access,
-    tier}``.
+    tier, envelope}`` (PROFILE §6).
 
-    Until the evolution layer computes decay, ``effective_confidence`` is ``core.confidence``
-    and ``decay_status`` only says whether a decay model applies ("none" | "decaying") or the
-    record has expired ("expired"). ``tier`` is 0: everything this node serves is local
-    (upstream tier_0).
+    ``decay_status`` and ``effective_confidence`` are the evolution layer's decay model
+    (``amcp.evolution.decay.view``: the record's half-life, its learned weight, a fired
+    event), the same numbers context packs and AMQL use. ``tier`` is 0: everything this
+    node serves is local (upstream tier_0).
     """
     record = item.record
     assert record is not None
     state = item.state
-    decay = record.meta.decay_model
-    if state.lifecycle is _ARCHIVED:
-        decay_status = "expired"
-    elif decay is None or decay.type is _NO_DECAY:
-        decay_status = "none"
-    else:
-        decay_status = "decaying"
+    decay = view(record, state, now)
     return {
         "lifecycle": _LIFECYCLE_VALUE[state.lifecycle],
-        "decay_status": decay_status,
-        "effective_confidence": float(record.core.confidence),
+        "decay_status": decay.status.value,
+        "effective_confidence": float(decay.effective_confidence),
         "weight": float(state.weight),
         "access_count_7d": memory.store.access_count_since(item.knowledge_id, now - WEEK),
         "last_access": iso(state.last_access),

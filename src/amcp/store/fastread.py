@@ -44,6 +44,7 @@ from urllib.parse import quote
 
 import msgpack
 
+from amcp.amf.text import text_of
 from amcp.errors import StoreError, StoreIntegrityError
 from amcp.store import termstats
 from amcp.store.admit import GLOBAL, row_scopes
@@ -276,7 +277,7 @@ class FastReader:
         kind = ext.get("x-kind")
         return FastRecord(
             values[0], str(rec["type"]), str((rec["meta"].get("project_scope") or ["*"])[0]),
-            float(weight), _redacted_text(rec) if sensitive else _text(rec),
+            float(weight), _redacted_text(rec) if sensitive else text_of(rec),
             kind if isinstance(kind, str) else None, sensitive,
         )
 
@@ -509,16 +510,6 @@ def _passes(values: Sequence[Any], scopes: set[str] | None, now: float,
         and (kinds is None or values[_KIND] in kinds)
         and (scopes is None or any(s in scopes for s in row_scopes(values)))
     )
-
-
-def _text(rec: dict[str, Any]) -> str:
-    """``AMFRecord.text``: the annotation if any, else the triple."""
-    ann = rec.get("annotation") or {}
-    text = ann.get("natural_language")
-    if isinstance(text, str) and text:
-        return text
-    core = rec["core"]
-    return f"{core.get('subject')} {core.get('predicate')} {core.get('object')}"
 
 
 def _redacted_text(rec: dict[str, Any]) -> str:

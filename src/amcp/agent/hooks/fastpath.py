@@ -418,16 +418,13 @@ def _pointer_line(item: Mapping[str, Any]) -> MemoryLine:
 
 
 def _amf_line(amf: Mapping[str, Any]) -> MemoryLine | None:
+    from amcp.amf.text import text_of
+
     kid = amf.get("knowledge_id")
     if not isinstance(kid, str):
         return None
-    ann = amf.get("annotation") or {}
-    core = amf.get("core") or {}
     meta = amf.get("meta") or {}
     ext = amf.get("vendor_extensions") or {}
-    text = ann.get("natural_language") if isinstance(ann, Mapping) else None
-    if not isinstance(text, str):
-        text = str(core.get("object", "")) if isinstance(core, Mapping) else ""
     scopes = meta.get("project_scope") if isinstance(meta, Mapping) else None
     state = ext.get("x-state") if isinstance(ext, Mapping) else None
     weight = state.get("weight", 0.5) if isinstance(state, Mapping) else 0.5
@@ -436,7 +433,7 @@ def _amf_line(amf: Mapping[str, Any]) -> MemoryLine | None:
         type=str(amf.get("type", "?")),
         scope=str(scopes[0]) if isinstance(scopes, list) and scopes else "*",
         weight=float(weight) if isinstance(weight, int | float) else 0.5,
-        text=text,
+        text=text_of(amf),
         kind=ext.get("x-kind") if isinstance(ext, Mapping) else None,
     )
 
