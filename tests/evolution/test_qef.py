@@ -15,6 +15,7 @@ from amcp.evolution.qef import (
     find_signal,
     pending_signals,
     record_signal,
+    signal_of,
     urgent_signals,
 )
 from amcp.memory import Memory
@@ -134,3 +135,23 @@ def test_urgent_after_seven_days_in_pack(mem: Memory) -> None:
     pack = build_pack(mem, "performance", budget_tokens=8000, project="x", now=now)
     assert [s["signal_id"] for s in pack.urgent_signals] == [old.signal_id]
     assert pack.pending_signals == 3 and "QEF: 3 pending" in pack.confirmation
+
+
+def test_one_name_for_the_referenced_records(mem: Memory) -> None:
+    """Issue 15: PROFILE's ``knowledge_ids`` everywhere (the old ``references`` still read),
+    and AMQL's qef_signal_id() finds the node's own signals."""
+    from amcp.amql.run import run_query
+    from amcp.errors import ValidationError
+
+    good = mem.remember("the deploy script retries three times").knowledge_id
+    res = record_signal(mem, {"type": "DEPLOY", "metric": {"ok": 1},
+                              "knowledge_ids": [good], "outcome": "success"})
+    assert [u.knowledge_id for u in res.updated] == [good]
+    signal = signal_of(mem.get(res.signal_knowledge_id))
+    assert signal is not None and signal.knowledge_ids == (good,)
+    assert signal.to_dict()["knowledge_ids"] == [good] and "references" not in signal.to_dict()
+    with pytest.raises(ValidationError, match="not both"):
+        record_signal(mem, {"type": "DEPLOY", "metric": {"ok": 1}, "knowledge_ids": [good],
+                            "references": [good]})
+    found = run_query(mem, f"RECALL * WHERE knowledge_id = qef_signal_id('{res.signal_id}')")
+    assert [r.knowledge_id for r in found.records] == [res.signal_knowledge_id]

@@ -23,6 +23,7 @@ from amcp.amql.ast import ClusterSubquery, Scalar
 from amcp.amql.evaluate import MappingView, evaluate
 from amcp.errors import AmcpError, ValidationError
 from amcp.evolution.decay import view
+from amcp.evolution.signals import SUBJECT_PREFIX
 from amcp.retrieval.lexical import match_query
 from amcp.store.base import RecordFilter, StoredRecord
 from amcp.store.links import indexes_session
@@ -360,10 +361,13 @@ class QueryContext:
             return [i.knowledge_id for i in self.scan(flt)
                     if i.record is not None and marks & set(i.record.core.evidence or ())]
         if name == "qef_signal_id":
+            # The node stores a signal under the subject ``qef.<signal_id>``
+            # (evolution.signals); a subject prefix the store can narrow on.
+            subject = SUBJECT_PREFIX + wanted
             flt = self.visible(types=(KnowledgeType.SIGNAL,))
             return [i.knowledge_id for i in self.scan(flt) if i.record is not None and (
-                wanted in (i.record.core.evidence or ())
-                or wanted in (i.record.core.subject, i.record.core.object))]
+                i.record.core.subject in (subject, wanted)
+                or wanted in (i.record.core.evidence or ()))]
         raise ValidationError("amql", f"{name}() is not a value function")
 
     def referenced_by(self, kid: str) -> list[str] | None:

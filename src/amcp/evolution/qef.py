@@ -5,7 +5,7 @@ A signal is a quantified direction for evolution: ``metric`` holds numbers, rati
 
 - ``core.subject`` = ``qef.<signal_id>``, ``core.predicate`` = EQUALS, ``core.object`` =
   the signal body as compact, key-sorted JSON (status, priority, metric, action_hint,
-  references, outcome, emitted_at). The body lives in ``core`` because only core and meta are
+  knowledge_ids, outcome, emitted_at). The body lives in ``core`` because only core and meta are
   covered by the id and checksum: a status change must be a *different* record, and a
   tampered status must fail verification.
 - ``core.evidence`` = the evidence strings; ``causal.caused_by`` = the referenced records.
@@ -17,9 +17,9 @@ one (``Memory.supersede``); the lifecycle of the *status* is the table below, a 
 entry is an illegal transition (409). Re-sending the current status with nothing else
 changed is an idempotent no-op.
 
-A signal that names ``references`` and an ``outcome`` (success / failure / neutral) applies
-that outcome to the referenced records' weights (``amcp.evolution.outcomes``) in the same
-transaction as the signal record.
+A signal that names ``knowledge_ids`` (formerly ``references``) and an ``outcome`` (success
+/ failure / neutral) applies that outcome to the referenced records' weights
+(``amcp.evolution.outcomes``) in the same transaction as the signal record.
 
 Emitted signals older than ``URGENT_AFTER`` (7 days, upstream signal_lifecycle_enforcement)
 are URGENT: ``urgent_signals`` is what the cold-boot pack and the node report.
@@ -63,7 +63,7 @@ _TYPE_CODE = re.compile(r"[A-Z0-9][A-Z0-9_]{0,15}")
 _SIGNAL_ID = re.compile(r"QEF-([A-Z0-9][A-Z0-9_]{0,15})-(\d{8})-([0-9a-f]{6})")
 _FIELDS = frozenset(
     {"signal_id", "type", "status", "priority", "metric", "action_hint", "evidence",
-     "references", "outcome", "scope", "summary", "emitted_at"}
+     "knowledge_ids", "references", "outcome", "scope", "summary", "emitted_at"}
 )
 
 
@@ -80,7 +80,7 @@ class Signal:
     metric: Mapping[str, Any]
     emitted_at: str
     action_hint: str | None = None
-    references: tuple[str, ...] = ()
+    knowledge_ids: tuple[str, ...] = ()
     evidence: tuple[str, ...] = ()
 
     def age_seconds(self, now: float) -> float:
@@ -94,7 +94,7 @@ class Signal:
             "signal_id": self.signal_id, "knowledge_id": self.knowledge_id,
             "status": self.status.value, "priority": self.priority.value,
             "metric": dict(self.metric), "emitted_at": self.emitted_at,
-            "action_hint": self.action_hint, "references": list(self.references),
+            "action_hint": self.action_hint, "knowledge_ids": list(self.knowledge_ids),
         }
 
 
@@ -125,7 +125,7 @@ def signal_of(item: StoredRecord) -> Signal | None:
             metric=body.get("metric") or {},
             emitted_at=str(body.get("emitted_at") or record.meta.created_at),
             action_hint=body.get("action_hint"),
-            references=tuple(record.causal.caused_by or ()) if record.causal else (),
+            knowledge_ids=tuple(record.causal.caused_by or ()) if record.causal else (),
             evidence=tuple(record.core.evidence or ()),
         )
     except (KeyError, ValueError, TypeError):
@@ -260,14 +260,29 @@ def record_signal(memory: MemoryWriter, signal: Mapping[str, Any]) -> SignalResu
     return _transition(memory, signal, current)
 
 
+REFS = "knowledge_ids"  # PROFILE §3's name for the records a signal is about
+_OLD_REFS = "references"  # what this module called them before: still read, never written
+
+
+def names_refs(signal: Mapping[str, Any]) -> bool:
+    return REFS in signal or _OLD_REFS in signal
+
+
+def raw_refs(signal: Mapping[str, Any]) -> Any:
+    """The referenced ids as given (not checked), under either name."""
+    return signal.get(REFS, signal.get(_OLD_REFS))
+
+
 def _references(memory: MemoryWriter, signal: Mapping[str, Any]) -> tuple[str, ...]:
-    refs = _strings(signal.get("references"), "references")
+    if REFS in signal and _OLD_REFS in signal:
+        raise ValidationError(REFS, f"give {REFS} or its old name {_OLD_REFS}, not both")
+    refs = _strings(signal.get(REFS, signal.get(_OLD_REFS)), REFS)
     for kid in refs:
         item = memory.store.get(kid)
         if item is None:
-            raise NotFoundError(f"references: no record {kid}; nothing was stored")
+            raise NotFoundError(f"{REFS}: no record {kid}; nothing was stored")
         if item.record is None:
-            raise GoneError(f"references: {kid} was purged; nothing was stored")
+            raise GoneError(f"{REFS}: {kid} was purged; nothing was stored")
     return tuple(dict.fromkeys(refs))
 
 
@@ -334,7 +349,7 @@ def _transition(
             + ")"
         )
     metric = _metric(signal["metric"]) if "metric" in signal else body.get("metric", {})
-    refs = _references(memory, signal) if "references" in signal else old.references
+    refs = _references(memory, signal) if names_refs(signal) else old.knowledge_ids
     outcome = _outcome_items(memory, signal, refs)
     priority = (
         _enum(Priority, signal["priority"], "priority") if "priority" in signal else old.priority
@@ -372,7 +387,7 @@ def _outcome_items(
         return None
     result = parse_result(raw)
     if not refs:
-        raise ValidationError("outcome", "an outcome needs the references it applies to")
+        raise ValidationError("outcome", f"an outcome needs the {REFS} it applies to")
     return result, check_ids(memory, refs)
 
 
@@ -402,6 +417,7 @@ def _json(body: Mapping[str, Any]) -> str:
 
 __all__ = [
     "PENDING",
+    "REFS",
     "TERMINAL",
     "TRANSITIONS",
     "URGENT_AFTER",
@@ -412,8 +428,10 @@ __all__ = [
     "body_of",
     "find_signal",
     "iter_signals",
+    "names_refs",
     "new_signal_id",
     "pending_signals",
+    "raw_refs",
     "record_signal",
     "signal_of",
     "signal_status",

@@ -22,6 +22,7 @@ from amcp.errors import (
     Status,
     ValidationError,
 )
+from amcp.evolution.qef import raw_refs
 from amcp.memory import MAX_K, Memory, WriteOutcome
 from amcp.node import amql_ops
 from amcp.node.views import (
@@ -371,11 +372,7 @@ class NodeService:
         if not isinstance(signal, Mapping):
             raise ValidationError("signal", "must be a map")
         body = dict(signal)
-        # PROFILE §3 names the referenced records ``knowledge_ids``; the evolution layer
-        # calls them ``references``. Accept both on the wire.
-        if "knowledge_ids" in body:
-            body.setdefault("references", body.pop("knowledge_ids"))
-        ids = body.get("references") or []
+        ids = raw_refs(body) or []
         if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
             raise ValidationError("signal.knowledge_ids", "must be a list of knowledge ids")
         scope = body.get("scope") or ["*"]
