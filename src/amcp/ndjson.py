@@ -137,18 +137,10 @@ def import_ndjson(
             progress(report)
 
     for lineno, raw in enumerate(source, start=1):
-        try:
-            text = raw.decode("utf-8") if isinstance(raw, bytes) else raw
-        except UnicodeDecodeError as exc:
-            raise ValidationError(f"line {lineno}", f"invalid UTF-8 at byte {exc.start}") from exc
+        text = _text(raw, lineno)
         if not text.strip():
             continue
-        try:
-            obj = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise ValidationError(f"line {lineno}", f"not JSON: {exc.msg}") from exc
-        if not isinstance(obj, dict):
-            raise ValidationError(f"line {lineno}", "each line must be a JSON object")
+        obj = _object(text, lineno)
         if "amcp_export_end" in obj:
             flush()
             end = obj["amcp_export_end"]
@@ -239,17 +231,27 @@ def _text(raw: str | bytes, lineno: int) -> str:
     try:
         return raw.decode("utf-8") if isinstance(raw, bytes) else raw
     except UnicodeDecodeError as exc:
-        raise ValidationError(f"line {lineno}", f"invalid UTF-8 at byte {exc.start}") from exc
+        raise ValidationError(f"line {lineno}", f"invalid UTF-8 at byte {exc.start}") from None
 
 
 def _object(text: str, lineno: int) -> dict[str, Any]:
     try:
         obj = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise ValidationError(f"line {lineno}", f"not JSON: {exc.msg}") from exc
+        raise ValidationError(f"line {lineno}", f"not JSON: {exc.msg}") from None
+    except RecursionError:
+        raise ValidationError(f"line {lineno}", "nested too deeply") from None
     if not isinstance(obj, dict):
         raise ValidationError(f"line {lineno}", "each line must be a JSON object")
     return obj
+
+
+def parse_line(raw: str | bytes, lineno: int) -> dict[str, Any] | None:
+    """One line of an NDJSON export as its object; None for a blank line; ValidationError
+    naming the line for bad UTF-8, bad JSON, too deep a nesting or a non-object. Every
+    reader of the format (import, the HTTP API's pre-check) parses lines with this."""
+    text = _text(raw, lineno)
+    return _object(text, lineno) if text.strip() else None
 
 
 def _apply_batch(

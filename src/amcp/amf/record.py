@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any
 
-from amcp.amf.text import statement
+from amcp.amf.mapping import statement
 from amcp.amf.timefmt import check_amf_ts
 from amcp.amf.types import (
     AccessTier,

@@ -19,6 +19,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, StreamingResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from amcp.amf.mapping import scopes_of
 from amcp.amf.types import KnowledgeType, Lifecycle
 from amcp.api import imports
 from amcp.api import schemas as s
@@ -251,7 +252,7 @@ def create_app(
         response = dict(result.to_response())
         response["results"] = [
             r for r in response.get("results", [])
-            if not isinstance(r, Mapping) or who.readable(imports.scopes_of(r))
+            if not isinstance(r, Mapping) or who.readable(scopes_of(r))
         ]
         return s.QueryOut.model_validate(response)
 

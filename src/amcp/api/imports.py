@@ -10,14 +10,15 @@ and memory stays near one line plus the import's batch whatever the body's size.
 
 from __future__ import annotations
 
-import json
 import tempfile
 from collections.abc import Iterator, Mapping
 from typing import IO, Any
 
 from fastapi import Request
 
+from amcp.amf.mapping import scopes_of
 from amcp.errors import ValidationError
+from amcp.ndjson import parse_line
 from amcp.session.policy import Mode
 from amcp.web.access import Caller
 
@@ -69,32 +70,14 @@ def iter_lines(
         yield from tail.splitlines(keepends=True)
 
 
-def scopes_of(amf: Mapping[str, Any]) -> list[str]:
-    meta = amf.get("meta")
-    scopes = meta.get("project_scope") if isinstance(meta, Mapping) else None
-    return [x for x in scopes if isinstance(x, str)] if isinstance(scopes, list) else []
-
-
 def precheck(lines: Iterator[bytes], who: Caller) -> None:
     """Parse every line and check its scopes before the import stores anything."""
     for lineno, raw in enumerate(lines, start=1):
         if raw.isspace():
             continue  # blank: the common filler, skipped before decoding
-        try:
-            text = raw.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise ValidationError(f"line {lineno}", f"invalid UTF-8 at byte {exc.start}") from None
-        if not text.strip():
-            continue
-        try:
-            obj = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise ValidationError(f"line {lineno}", f"not JSON: {exc.msg}") from None
-        except RecursionError:
-            raise ValidationError(f"line {lineno}", "nested too deeply") from None
-        if not isinstance(obj, dict):
-            raise ValidationError(f"line {lineno}", "each line must be a JSON object")
-        _check_scopes(obj, lineno, who)
+        obj = parse_line(raw, lineno)
+        if obj is not None:
+            _check_scopes(obj, lineno, who)
 
 
 def _check_scopes(obj: Mapping[str, Any], lineno: int, who: Caller) -> None:
@@ -110,4 +93,4 @@ def _check_scopes(obj: Mapping[str, Any], lineno: int, who: Caller) -> None:
     who.check_write(scopes)
 
 
-__all__ = ["MAX_LINE", "iter_lines", "precheck", "scopes_of", "spool_body"]
+__all__ = ["MAX_LINE", "iter_lines", "precheck", "spool_body"]

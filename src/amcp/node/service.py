@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from amcp.amf.mapping import scopes_of
 from amcp.amf.record import AMFRecord
 from amcp.errors import (
     AmcpError,
@@ -84,10 +85,7 @@ class NodeService:
     # ------------------------------------------------------------------ access
 
     def readable(self, peer: Peer, scopes: Sequence[str]) -> bool:
-        policy = self.policy
-        if policy is None:
-            return True
-        return any(policy.allowed(peer.principal, s, Mode.READ) for s in scopes)
+        return self.policy is None or self.policy.reads_any(peer.principal, scopes)
 
     def check_write(self, peer: Peer, scopes: Sequence[str]) -> None:
         """Every scope of a record written must be writable by the peer."""
@@ -246,7 +244,7 @@ class NodeService:
         response = amql_ops.run_query(self.memory, text, self._patterns(peer, Mode.READ))
         results = [
             r for r in response.pop("results", [])
-            if not isinstance(r, Mapping) or self.readable(peer, _scopes_of(r))
+            if not isinstance(r, Mapping) or self.readable(peer, scopes_of(r))
         ]
         return results, {k: v for k, v in response.items() if k not in ("status", "ref_seq")}
 
@@ -417,12 +415,6 @@ def _weight(update: Any) -> dict[str, Any]:
     else:
         kid, weight, confidence = update.knowledge_id, update.weight, update.confidence
     return {"knowledge_id": kid, "weight": float(weight), "confidence": float(confidence)}
-
-
-def _scopes_of(amf: Mapping[str, Any]) -> list[str]:
-    meta = amf.get("meta")
-    scopes = meta.get("project_scope") if isinstance(meta, Mapping) else None
-    return [s for s in scopes if isinstance(s, str)] if isinstance(scopes, list) else []
 
 
 _HANDLERS = {

@@ -101,6 +101,11 @@ class AccessPolicy:
     def allowed(self, who: Principal, scope: str, mode: Mode) -> bool:
         return any(scope_matches(p, scope) for p in self.patterns(who, mode))
 
+    def reads_any(self, who: Principal, scopes: Iterable[str]) -> bool:
+        """A record is visible to ``who`` if any one of its scopes is readable: the rule the
+        node, the HTTP API and the inspector all apply."""
+        return any(self.allowed(who, s, Mode.READ) for s in scopes)
+
     def check(self, who: Principal, scope: str, mode: Mode) -> None:
         """Raise ForbiddenError (403) unless ``who`` may ``mode`` the project ``scope``."""
         if not self.allowed(who, scope, mode):

@@ -44,7 +44,7 @@ from urllib.parse import quote
 
 import msgpack
 
-from amcp.amf.text import text_of
+from amcp.amf.mapping import text_of
 from amcp.errors import StoreError, StoreIntegrityError
 from amcp.store import termstats
 from amcp.store.admit import GLOBAL, row_scopes

@@ -418,7 +418,7 @@ def _pointer_line(item: Mapping[str, Any]) -> MemoryLine:
 
 
 def _amf_line(amf: Mapping[str, Any]) -> MemoryLine | None:
-    from amcp.amf.text import text_of
+    from amcp.amf.mapping import text_of
 
     kid = amf.get("knowledge_id")
     if not isinstance(kid, str):
