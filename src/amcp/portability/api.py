@@ -12,15 +12,17 @@ record as it goes; the verification report closes it.
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import tempfile
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
 from amcp.errors import ValidationError
 from amcp.portability.model import Decision, ImportOptions, Planned, RecordSpec
+from amcp.portability.pgsource import is_dsn, redacted, snapshot_langgraph
 from amcp.portability.plan import Known, Planner
 from amcp.portability.reader import SourceFile, discover
 from amcp.portability.report import HealthBuilder, HealthReport
@@ -56,6 +58,21 @@ class ImportResult:
 
 def kinds() -> list[str]:
     return [*registry(), "amcp"]
+
+
+@contextlib.contextmanager
+def _located(where: Path | str) -> Iterator[tuple[Path, str | None]]:
+    """A path to read, and the name to show for it when it is not a file: a PostgreSQL DSN
+    (LangGraph's PostgresStore) is snapshotted into a temporary SQLite file first
+    (``pgsource``), shown with its password redacted."""
+    text = str(where)
+    if not isinstance(where, str) or not is_dsn(text):
+        yield Path(where), None
+        return
+    with tempfile.TemporaryDirectory(prefix="amcp-pg-") as tmp:
+        local = Path(tmp) / "store.sqlite"
+        snapshot_langgraph(text, local)
+        yield local, redacted(text)
 
 
 def resolve(path: Path, options: ImportOptions) -> list[tuple[SourceFile, Source | None, str]]:
@@ -100,10 +117,30 @@ def _planned(
         yield from planner.plan(source.read(src, ctx))
 
 
-def plan_import(memory: Memory, path: Path, options: ImportOptions) -> HealthReport:
+def plan_import(memory: Memory, path: Path | str, options: ImportOptions) -> HealthReport:
     """Pass one alone: the health report (``--dry-run``). Writes nothing."""
-    files = resolve(path, options)
-    return _health(files, options, known_imports(memory))
+    options = _for(path, options)
+    with _located(path) as (local, shown):
+        files = _named(resolve(local, options), shown)
+        return _health(files, options, known_imports(memory))
+
+
+def _for(where: Path | str, options: ImportOptions) -> ImportOptions:
+    """A DSN holds LangGraph's store table; any other ``--from`` is a mistake (said before
+    connecting)."""
+    if not isinstance(where, str) or not is_dsn(where):
+        return options
+    if options.kind not in ("auto", "langgraph"):
+        raise ValidationError("--from", f"{redacted(where)} is a PostgreSQL database: only "
+                                        "--from langgraph (its PostgresStore) is read from one")
+    return replace(options, kind="langgraph")
+
+
+def _named(files: list[tuple[SourceFile, Source | None, str]], shown: str | None
+           ) -> list[tuple[SourceFile, Source | None, str]]:
+    if shown is None:
+        return files
+    return [(replace(f, name=shown), s, why) for f, s, why in files]
 
 
 def _health(
@@ -118,14 +155,28 @@ def _health(
 
 def import_path(
     memory: Memory,
-    path: Path,
+    path: Path | str,
     options: ImportOptions | None = None,
     *,
     dry_run: bool = False,
     progress: ProgressFn | None = None,
 ) -> ImportResult:
-    options = options or ImportOptions()
-    files = resolve(path, options)
+    """Import a file, a directory, a .zip export, or (a ``str``) a PostgreSQL DSN holding
+    LangGraph's ``PostgresStore``."""
+    options = _for(path, options or ImportOptions())
+    with _located(path) as (local, shown):
+        return _import_files(memory, _named(resolve(local, options), shown), options,
+                             dry_run=dry_run, progress=progress)
+
+
+def _import_files(
+    memory: Memory,
+    files: list[tuple[SourceFile, Source | None, str]],
+    options: ImportOptions,
+    *,
+    dry_run: bool,
+    progress: ProgressFn | None,
+) -> ImportResult:
     known = known_imports(memory)
     health = _health(files, options, known)
     if dry_run:
