@@ -222,7 +222,8 @@ def _commit(
 ) -> list[Written]:
     out: list[Written] = []
     with memory.atomic():
-        outcomes = memory.put_many(records, dedup=True)
+        # Every record here was composed and sealed by ``compose`` a moment ago.
+        outcomes = memory.put_many(records, dedup=True, sealed_here=True)
         for spec, outcome in zip(specs, outcomes, strict=True):
             if spec.supersedes and outcome.created:
                 current = memory.store.get(spec.supersedes)

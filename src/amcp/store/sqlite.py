@@ -374,6 +374,8 @@ class SQLiteStore(StateChanges, VerifiedReads, ChangeLog, IndexReads, AccessStat
             self.content_key(record), now, seq,
         )
         seal = self._sealer.seal(rowid, values, body)
+        if not item.sensitive:
+            self._remember_decoded(kid, seal, record)
         self._resealed(None, seal, rows=1)
         self._count(census.LIFECYCLE + item.lifecycle.value)
         self._count(census.EXPIRING, item.expires_at is not None)

@@ -98,11 +98,20 @@ class VerifiedReads:
             self._quarantine_add(kid, f"its body does not verify: {exc}")
             return None
         if not row[col.SENSITIVE] and not full:
-            with self._lock:
-                self._decoded[key] = record
-                if len(self._decoded) > _DECODED_CACHE:
-                    self._decoded.popitem(last=False)
+            self._remember_decoded(kid, row[col.SEAL], record)
         return stored_record(kid, state, record)
+
+    def _remember_decoded(self, kid: str, seal: bytes, record: AMFRecord) -> None:
+        """Keep ``record`` as the decode of the row sealed ``seal``. Writers call this with
+        the verified record they have just sealed a row for: reading it back (an import's
+        verification, a recall right after a write) then skips decoding and re-hashing a
+        body whose bytes are that record's encoding. A lookup still reads the row and
+        checks its seal first, so an entry for a row rolled back or changed is never used.
+        Sensitive records are never kept decoded."""
+        with self._lock:
+            self._decoded[(kid, seal)] = record
+            if len(self._decoded) > _DECODED_CACHE:
+                self._decoded.popitem(last=False)
 
     def _open_body(self, row: Sequence[Any], *, signature: bool) -> AMFRecord:
         kid, body = row[col.KID], row[col.BODY]
