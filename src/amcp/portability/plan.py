@@ -8,6 +8,7 @@ conversation at a time for the capture engine.
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
@@ -34,9 +35,14 @@ _CAPTURE_KIND = {
 _DROPPED_ROLES = frozenset({"system", "developer"})  # an agent's prompt, not a memory
 
 
+# Everything but letters, digits and whitespace: re's Unicode \w is str.isalnum() plus "_".
+_NOT_WORD = re.compile(r"[^\w\s]|_")
+
+
 def norm(text: str) -> str:
-    """Duplicate test: case, punctuation and spacing do not make a new memory."""
-    return " ".join("".join(c for c in text.casefold() if c.isalnum() or c.isspace()).split())
+    """Duplicate test: case, punctuation and spacing do not make a new memory. (One regex
+    pass: a generator over every character cost ~75 µs per 400-character item.)"""
+    return " ".join(_NOT_WORD.sub("", text.casefold()).split())
 
 
 def dedup_key(scope: str, text: str) -> bytes:

@@ -264,15 +264,26 @@ def _strong_candidates(text: str, add: Callable[[CredentialHit, bool], None]) ->
                     is_placeholder(m.group(0)))
 
 
+# Substrings without which a pattern cannot match: cheap tests that spare most texts the
+# unanchored phrase searches (~120 µs for a 400-character line).
+_EN_KINDS = ("pass", "pin", "token", "key", "secret")
+_ZH_KINDS = ("密码", "口令", "密钥", "秘钥", "令牌", "token", "api")
+
+
 def _weak_candidates(text: str, add: Callable[[CredentialHit, bool], None]) -> None:
     """Assignments (`password=…`) and phrases ("my password is …", "密码是…")."""
-    for m in _ASSIGN.finditer(text):
+    low = text.lower()
+    assign = ":" in text or "=" in text
+    patterns = [(pat, rule) for pat, rule, kinds in (
+        (_PHRASE_EN, "phrase.en", _EN_KINDS), (_PHRASE_ZH, "phrase.zh", _ZH_KINDS))
+        if any(k in low for k in kinds)]
+    for m in _ASSIGN.finditer(text) if assign else ():
         value = _TRAILING.sub("", m.group("val"))
         a = m.start("val")
         if _password_shaped(value):
             add(CredentialHit("assign", m.group("name"), "secret", value, redact_value(value),
                               a, a + len(value), False), is_placeholder(value))
-    for pat, rule in ((_PHRASE_EN, "phrase.en"), (_PHRASE_ZH, "phrase.zh")):
+    for pat, rule in patterns:
         for m in pat.finditer(text):
             value = _TRAILING.sub("", m.group("val"))
             a = m.start("val")
