@@ -95,3 +95,20 @@ def test_seal_is_stable_and_verifies() -> None:
     rec = seal(AMFRecord.from_dict(_record()))
     assert seal(rec) == rec
     verify_integrity(rec)
+
+
+def test_one_walk_verification_packs_what_the_three_functions_pack() -> None:
+    """verify_integrity derives id, checksum and envelope from one normalised walk of the
+    record; each must equal what knowledge_id_for / checksum_for / envelope_for give."""
+    from amcp.amf.compose import compose_record
+    from amcp.amf.ids import checksum_for, envelope_for, knowledge_id_for, verify_integrity
+
+    for text, extra in [("plain", {}), ("with tags", {"tags": ["a", "b"]}),
+                        ("unicode 咖啡 é", {"confidence": 0.25, "kind": "preference"})]:
+        rec = compose_record(text, **extra)
+        core, meta = rec.core.to_dict(), rec.meta.to_dict()
+        assert rec.knowledge_id == knowledge_id_for(core, rec.meta.created_at,
+                                                    rec.meta.created_by)
+        assert rec.integrity.checksum == checksum_for(core, meta)
+        assert rec.integrity.envelope == envelope_for(rec.to_dict())
+        verify_integrity(rec)  # the one-walk path agrees with all three

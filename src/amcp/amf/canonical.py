@@ -71,15 +71,28 @@ def _fast(value: Any) -> Any:
     raise _Refused
 
 
-def canonical_packb(value: Any) -> bytes:
-    """Encode ``value`` as canonical MessagePack bytes."""
+def normalised(value: Any) -> Any:
+    """``value`` in canonical form: maps key-sorted without null values, sequences as lists.
+    Every part of a normalised value is normalised, so parts of it can be packed again
+    (``pack_normalised``) without another walk: what verifying a record's id, checksum and
+    envelope from one walk of it relies on."""
     try:
-        normal = _fast(value)
+        return _fast(value)
     except _Refused:
-        normal = _normalise(value, "")  # raises the ValidationError naming the field
+        return _normalise(value, "")  # raises the ValidationError naming the field
+
+
+def pack_normalised(normal: Any) -> bytes:
+    """The canonical bytes of a value ``normalised`` returned (or a map of such parts whose
+    keys the caller gives in sorted order)."""
     # use_single_float=False keeps every float as float64; dicts keep insertion order, which
     # the normalisation made the sorted order.
     packed: bytes = msgpack.packb(
         normal, use_bin_type=True, use_single_float=False, strict_types=False
     )
     return packed
+
+
+def canonical_packb(value: Any) -> bytes:
+    """Encode ``value`` as canonical MessagePack bytes."""
+    return pack_normalised(normalised(value))

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from amcp.amf.canonical import canonical_packb
+from amcp.amf.canonical import canonical_packb, normalised, pack_normalised
 from amcp.amf.record import (
     MAX_RECORD_BYTES,
     AMFRecord,
@@ -37,6 +37,10 @@ def b64url_decode(text: str) -> bytes:
     return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
 
 
+def _sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
 def knowledge_id_for(core: dict[str, Any], created_at: str, created_by: str) -> str:
     digest = hashlib.sha256(
         canonical_packb({"core": core, "created_at": created_at, "created_by": created_by})
@@ -55,6 +59,11 @@ def envelope_for(record: dict[str, Any]) -> str:
     A section left empty by those removals counts as absent: the node adds ``causal.hlc``
     after the writer sealed the record, and the envelope must not change when it does.
     """
+    return "sha256:" + hashlib.sha256(canonical_packb(_enveloped(record))).hexdigest()
+
+
+def _enveloped(record: dict[str, Any]) -> dict[str, Any]:
+    """What the envelope covers of a record dict (see ``envelope_for``)."""
     body = {k: v for k, v in record.items() if k != "integrity"}
     causal = {
         k: v for k, v in (body.pop("causal", None) or {}).items()
@@ -65,7 +74,7 @@ def envelope_for(record: dict[str, Any]) -> str:
     ext = {k: v for k, v in (body.pop("vendor_extensions", None) or {}).items() if k != "x-state"}
     if ext:
         body["vendor_extensions"] = ext
-    return "sha256:" + hashlib.sha256(canonical_packb(body)).hexdigest()
+    return body
 
 
 def content_key(record: AMFRecord, secret: bytes | None = None) -> str:
@@ -109,16 +118,21 @@ def verify_integrity(record: AMFRecord, *, signature: bool = True) -> None:
     ``signature=False`` skips the Ed25519 check (the slow part) for records already verified
     on the way in.
     """
-    core, meta = record.core.to_dict(), record.meta.to_dict()
-    expected_id = knowledge_id_for(core, record.meta.created_at, record.meta.created_by)
+    # One walk of the record: the id, checksum and envelope are packed from its normalised
+    # parts (``canonical.normalised``), as ``knowledge_id_for``/``checksum_for``/
+    # ``envelope_for`` would pack them (tests/amf holds the two ways equal).
+    whole = normalised(_enveloped(record.to_dict()))
+    core, meta = whole["core"], whole["meta"]
+    expected_id = "K-" + _sha256(pack_normalised(
+        {"core": core, "created_at": meta["created_at"], "created_by": meta["created_by"]}))
     if expected_id != record.knowledge_id:
         raise IntegrityError(f"knowledge_id does not match content (expected {expected_id})")
-    expected_sum = checksum_for(core, meta)
+    expected_sum = "sha256:" + _sha256(pack_normalised({"core": core, "meta": meta}))
     if expected_sum != record.integrity.checksum:
         raise IntegrityError(f"integrity.checksum does not match content of {record.knowledge_id}")
     signed = expected_sum
     if record.integrity.envelope is not None:
-        signed = envelope_for(record.to_dict())
+        signed = "sha256:" + _sha256(pack_normalised(whole))
         if signed != record.integrity.envelope:
             raise IntegrityError(
                 f"integrity.envelope does not match the record {record.knowledge_id} "

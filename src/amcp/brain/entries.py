@@ -206,11 +206,15 @@ def iter_entries(mem: Memory, now: float, cache: dict[str, Static] | None = None
     cache: decoding and verifying a body is ~90 µs, most of a 100k-record compile, and a
     record's content never changes under its id."""
     cache = {} if cache is None else cache
+    if not cache:  # cold: one walk in store order gives the states and the bodies at once
+        yield from _read_all(mem, cache, now)
+        return
     rows = [r for r in mem.store.states(ALL_RECORDS, limit=-1)
             if r.state.lifecycle is not Lifecycle.PURGED]
     missing = [r.knowledge_id for r in rows if r.knowledge_id not in cache]
     if len(missing) > len(rows) // 4:
-        _read_all(mem, cache)  # mostly cold: one walk in store order beats id lookups
+        for _entry in _read_all(mem, cache, now):  # mostly cold: a walk beats id lookups
+            pass
     else:
         for start in range(0, len(missing), PAGE):
             ids = tuple(missing[start:start + PAGE])
@@ -224,13 +228,19 @@ def iter_entries(mem: Memory, now: float, cache: dict[str, Static] | None = None
             yield entry_from(row.knowledge_id, static, row.state, now)
 
 
-def _read_all(mem: Memory, cache: dict[str, Static]) -> None:
+def _read_all(mem: Memory, cache: dict[str, Static], now: float) -> Iterator[Entry]:
+    """Every unpurged record read page by page (each row's seal checked once), added to
+    ``cache``, and its entry."""
     after: str | None = None
     while page := mem.list_records(ALL_RECORDS, limit=PAGE, after=after):
         for item in page:
             after = item.knowledge_id
-            if item.record is not None and item.knowledge_id not in cache:
-                cache[item.knowledge_id] = static_of(item.record)
+            if item.record is None or item.state.lifecycle is Lifecycle.PURGED:
+                continue
+            static = cache.get(item.knowledge_id)
+            if static is None:
+                static = cache[item.knowledge_id] = static_of(item.record)
+            yield entry_from(item.knowledge_id, static, item.state, now)
 
 
 def sort_key(entry: Entry) -> tuple[int, float, float, str]:
