@@ -1,7 +1,7 @@
 """Store concurrency (issue 14, finding 4): false tamper alarms and bricked stores when
 several processes open, create and write one SQLite store.
 
-Three measurements, each bounded in count and time, loopback/disk only:
+Four measurements, each bounded in count and time, loopback/disk only:
 
 a. **Opens under a writer**: one process writes ~50 records/s through ``Memory`` while
    this one opens the store N times (``Memory(...)``, verification on) and closes it.
@@ -13,6 +13,10 @@ b. **Five creators**: T trials; in each, 5 long-lived worker processes (spawned 
 c. **Mixed CLI load**: a writer process as in (a) while three threads run ``amcp
    remember`` / ``recall`` / ``stats`` against the store; any non-zero exit is a failure,
    and every acknowledged ``remember`` must be in the store afterwards.
+d. **Fast-reader opens under a writer**: (a) with the coding-agent hooks' reader
+   (``store.fastread.FastReader``: witnesses, the head's MAC, log tail and counts in one
+   snapshot) and one verified pointer-tier read per open; a refusal, an ``Unreconciled``
+   or a record left out is a false alarm.
 
     .venv/bin/python bench/store_concurrency.py [--quick] [--name NAME]
 
@@ -128,8 +132,25 @@ def _preload(db: Path, n: int = 200) -> None:
 OPEN_INTERVAL_S = 0.02  # one open per 20 ms: the 500 opens span ~10 s of the writer's commits
 
 
-def opens_under_writer(ctx: Any, work: Path, opens: int) -> dict[str, Any]:
-    db = work / "a" / "memory.db"
+def _fast_open(db: Path) -> None:
+    """What a hook does on a read: the fast reader's open (witnesses, the head's MAC, the
+    log tail and counts) and one verified pointer-tier read."""
+    from amcp.store.fastread import FastReader
+
+    with FastReader(db) as reader:
+        reader.ranked(["bench:p"], 5)
+        if reader.quarantined():
+            raise RuntimeError(f"left out: {reader.quarantined()}")
+
+
+def fast_opens_under_writer(ctx: Any, work: Path, opens: int) -> dict[str, Any]:
+    """(a) with the hooks' fast reader instead of ``Memory``."""
+    return opens_under_writer(ctx, work, opens, opener=_fast_open, where="d")
+
+
+def opens_under_writer(ctx: Any, work: Path, opens: int, *,
+                       opener: Any = None, where: str = "a") -> dict[str, Any]:
+    db = work / where / "memory.db"
     _preload(db)  # created before the writer starts: (b) measures creation
     w = Writer(ctx, db, WRITE_RATE)
     w.wait_for(10)  # opens race real commits, not the writer's start-up
@@ -140,7 +161,10 @@ def opens_under_writer(ctx: Any, work: Path, opens: int) -> dict[str, Any]:
         for n in range(opens):
             t0 = time.perf_counter()
             try:
-                _memory(db).close()
+                if opener is None:
+                    _memory(db).close()
+                else:
+                    opener(db)
             except Exception as exc:
                 failures[_kind(exc)] += 1
             times.append((time.perf_counter() - t0) * 1000)
@@ -296,7 +320,7 @@ def main() -> None:
     ap.add_argument("--opens", type=int)
     ap.add_argument("--trials", type=int)
     ap.add_argument("--calls", type=int)
-    ap.add_argument("--only", help="the parts to run, e.g. 'ab' (default: all three)")
+    ap.add_argument("--only", help="the parts to run, e.g. 'ad' (default: all four)")
     ap.add_argument("--name", default="store_concurrency")
     args = ap.parse_args()
     opens = args.opens or (100 if args.quick else 500)
@@ -312,7 +336,9 @@ def main() -> None:
     try:
         for part, fn, n in (("a_opens_under_writer", opens_under_writer, opens),
                             ("b_five_creators", five_creators, trials),
-                            ("c_mixed_cli", mixed_cli, calls)):
+                            ("c_mixed_cli", mixed_cli, calls),
+                            ("d_fast_reader_opens_under_writer", fast_opens_under_writer,
+                             opens)):
             if args.only and part[0] not in args.only:
                 continue
             t0 = time.perf_counter()
