@@ -16,7 +16,6 @@ from amcp.cse.cache import RecordCache, cache_for, ranked_ids
 from amcp.cse.entry import Entry
 from amcp.cse.tiers import pointer
 from amcp.errors import IntegrityError
-from amcp.evolution.outcomes import WEIGHTS_GEN
 from amcp.memory import Memory
 from amcp.store.base import RecordFilter
 
@@ -135,9 +134,10 @@ def test_core_ranking_recomputed_when_weights_move(mem: Memory) -> None:
     flt = RecordFilter(types=(KT.FACT,), now=NOW)
     first = ranked_ids(mem.store, flt, 3)
     last_fact = [k for k in ids if k not in first and mem.store.get(k).record.type is KT.FACT]
-    mem.store.set_weight(last_fact[-1], 0.99)
-    mem.store.set_meta(WEIGHTS_GEN, "7")  # what an outcome round does with its set_weight
+    mem.store.set_weight(last_fact[-1], 0.99)  # a logged change: the mark moves with it
     assert ranked_ids(mem.store, flt, 3)[0] == last_fact[-1]
+    mem.outcome([first[0]], "failure")  # an outcome round, nothing bumped by hand
+    assert ranked_ids(mem.store, flt, 3) == _fresh(mem, flt, 3)[:3]
 
 
 def test_many_writes_fall_back_to_a_full_rerank(mem: Memory, monkeypatch) -> None:

@@ -96,8 +96,6 @@ def live_states(store: Store, ids: Sequence[str], now: float) -> dict[str, Recor
     return {k: st for k, st in found.items() if st.lifecycle is Lifecycle.ACTIVE}
 
 
-from amcp.evolution.outcomes import WEIGHTS_GEN  # noqa: E402 - bumped by outcome rounds
-
 RANK_DEPTH = 2  # ranked lists keep limit × this, so writes that demote a few can be absorbed
 MAX_CATCH_UP = 256  # changes since the last ranking merged in; more and it is recomputed
 
@@ -116,27 +114,27 @@ def ranked_ids(
 
     Ranking a type by weight sorts every row of that type — the one pack step that grows
     with the store — so the answer is kept per store, ``RANK_DEPTH`` times deeper than
-    asked, under (change mark, weights generation). After writes, the change log says which
-    records changed; only those are re-read and merged (a node serves many packs between
-    writes, and the first pack after a write must not re-sort 100k rows). Outcome rounds
-    bump ``WEIGHTS_GEN`` (their ``set_weight`` calls are not in the change log), which
-    forces a full re-rank. ``flt.now`` is left out: only TTL expiry depends on it, and an
-    expired record is dropped later by ``live_states``.
+    asked, under the change mark: every commit moves it, learned weights included (a
+    weight change is a logged, signed change like any other). After writes, the change log
+    says which records changed; only those are re-read and merged (a node serves many packs
+    between writes, and the first pack after a write must not re-sort 100k rows). A weight
+    change keeps its record's HLC, so it falls before the kept mark's HLC and the catch-up
+    sees a gap in the sequence: a full re-rank. ``flt.now`` is left out: only TTL expiry
+    depends on it, and an expired record is dropped later by ``live_states``.
     """
     key = ("ranked", flt.scopes, flt.types, flt.kinds, flt.subject_prefix, limit)
     cache = cache_for(store)
-    mark, gen = mark or change_mark(store), store.get_meta(WEIGHTS_GEN)
+    mark = mark or change_mark(store)
     hit = cache.memo.get(key)
     rows: _Ranked | None = None
     if hit is not None:
-        (old_mark, old_gen), old = hit
-        if old_mark == mark and old_gen == gen:
+        old_mark, old = hit
+        if old_mark == mark:
             return [r.knowledge_id for r in old.rows[:limit]]
-        if old_gen == gen:
-            rows = _catch_up(store, flt, old, old_mark, mark, limit)
+        rows = _catch_up(store, flt, old, old_mark, mark, limit)
     if rows is None:
         rows = _ranked(store, flt, limit * RANK_DEPTH)
-    cache.remember(key, (mark, gen), lambda: rows)
+    cache.remember(key, mark, lambda: rows)
     return [r.knowledge_id for r in rows.rows[:limit]]
 
 
@@ -168,9 +166,8 @@ def _catch_up(
     mark: tuple[int, str | None], limit: int,
 ) -> _Ranked | None:
     """``old`` updated with the changes since ``old_mark``, or None to recompute."""
-    states = getattr(store, "states", None)
     old_seq, new_seq = seq_of(old_mark[1]), seq_of(mark[1])
-    if states is None or old_seq is None or new_seq is None or new_seq < old_seq:
+    if old_seq is None or new_seq is None or new_seq < old_seq:
         return None
     if new_seq - old_seq > MAX_CATCH_UP:
         return None
@@ -180,7 +177,7 @@ def _catch_up(
         return None
     changed = {c.knowledge_id for c in changes if c.seq > old_seq}
     kept = [r for r in old.rows if r.knowledge_id not in changed]
-    fresh = states(_ranking_filter(flt, tuple(sorted(changed))), limit=len(changed))
+    fresh = store.states(_ranking_filter(flt, tuple(sorted(changed))), limit=len(changed))
     merged = _sort([*kept, *fresh])
     if not old.complete:
         # Unchanged rows below the old list's end are unknown: keep only what ranks at or

@@ -44,8 +44,6 @@ from amcp.errors import GoneError, NotFoundError, ValidationError
 from amcp.evolution.decay import effective_confidence
 from amcp.store.base import ChangeOp, StoredRecord
 
-WEIGHTS_GEN = "cse.weights_gen"  # the store_meta key amcp.cse.cache watches
-
 if TYPE_CHECKING:
     from amcp.ports import MemoryWriter
 
@@ -164,10 +162,6 @@ def apply_to(
     when = time.time() if now is None else now
     out: list[WeightUpdate] = []
     with memory.store.atomic():
-        # Tells caches ranked by weight (amcp.cse.cache) that weights moved; the change log
-        # does not, because weights are local learned state, not record content.
-        gen = memory.store.get_meta(WEIGHTS_GEN)
-        memory.store.set_meta(WEIGHTS_GEN, str(int(gen or 0) + 1))
         for item in items:
             assert item.record is not None  # check_ids refused tombstones
             kind = amp_kind(item.record)
