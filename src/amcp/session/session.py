@@ -49,7 +49,7 @@ from amcp.session.state import (
 from amcp.session.support import CausalClock, SyncStream, deadline, payload_int
 from amcp.session.trust import TrustConfig
 from amcp.wire.constants import Flag, MsgType
-from amcp.wire.frame import ZERO_SESSION, Frame, stamped_frame
+from amcp.wire.frame import ZERO_SESSION, Frame
 
 S = SessionState
 M = MsgType
@@ -384,9 +384,7 @@ class Session(Handshake):
         # reply() copy the caller's mapping once), and nothing mutates a payload after it is
         # stamped; a re-ack re-sends the very dict its first frame carried.
         self._seq_out += 1
-        return stamped_frame(
-            mt, payload, self._seq_out, self._session_id, self._clock.send(), flags
-        )
+        return Frame(mt, payload, self._seq_out, self._session_id, self._clock.send(), flags)
 
     def _reply_frame(
         self, ref_seq: int, mt: MsgType, payload: dict[str, Any], flags: Flag = Flag.NONE
