@@ -42,6 +42,8 @@ class Exchange:
 
     def input_for(self, mt: MsgType, payload: Mapping[str, Any], *, sending: bool) -> Input:
         """The table input for a frame of type ``mt`` that we send (``sending``) or receive."""
+        if self.cold_boot_seq is None and self.sync is None:
+            return mt  # nothing open (most frames): every message means one thing
         if mt is MsgType.ERROR:
             # An ERROR answers a request that travelled the other way: one we send answers
             # the peer's, one we receive answers ours.

@@ -34,6 +34,15 @@ from amcp.wire.frame import ZERO_SESSION, Frame
 S = SessionState
 M = MsgType
 
+# Rows whose frames are not merged into our clock: what TERMINATING drops, and a 0x00FF
+# (the connection closes either way).
+_CLOCK_UNTOUCHED = frozenset({Action.IGNORE, Action.PEER_VIOLATION})
+_ASKED = TO_NODE | SYNC_OPENERS | {M.HEALTH_CHECK}
+_REQUESTS_TO: dict[Role, frozenset[MsgType]] = {
+    Role.NODE: _ASKED | {M.SESSION_BEGIN},
+    Role.CLIENT: _ASKED,
+}
+
 
 class Receiver:
     """Turns one session's incoming frames into events."""
@@ -56,6 +65,12 @@ class Receiver:
         self._exchange = exchange
         self._clock = clock
         self._mono = monotonic
+        # What the peer may not send us: the other role's messages (ai→db flows one way).
+        self._not_for_us = TO_CLIENT if role is Role.NODE else TO_NODE
+        # Frames that ask us for something, so a clock too far ahead is answered 412: the
+        # node's SESSION_BEGIN is an answer (to the client's), the client's a request.
+        self._requests = _REQUESTS_TO[role]
+        self._begin_answers = role is Role.CLIENT
         self._seq_in = 0  # the peer's highest SEQUENCE_NUMBER so far
         self._clock_ok = True  # whether the frame being handled merged into our clock
         self._handlers: dict[Action, Callable[[Frame], Outcome]] = {
@@ -98,9 +113,7 @@ class Receiver:
                 f"{mt.name} is not allowed in state {state.name}", status=Status.STATE_VIOLATION
             )
         action, nxt = row
-        if (mt in TO_NODE and self._role is Role.CLIENT) or (
-            mt in TO_CLIENT and self._role is Role.NODE
-        ):
+        if mt in self._not_for_us:
             raise RemoteProtocolError(f"{mt.name} is not sent to a {self._role.value}")
         session_id = self._outbox.session_id
         if session_id != ZERO_SESSION and frame.session_id not in (
@@ -108,9 +121,9 @@ class Receiver:
             ZERO_SESSION,  # frames the peer sent before our COLD_BOOT_RESPONSE reached it
         ):
             raise RemoteProtocolError("SESSION_ID does not belong to this session")
-        if action is not Action.IGNORE and action is not Action.PEER_VIOLATION:
+        if action not in _CLOCK_UNTOUCHED:
             self._clock_ok, why = self._merge_clock(frame.clock)
-            if not self._clock_ok and self._is_request(mt):
+            if not self._clock_ok and mt in self._requests:
                 # PROFILE §5: not merged, answered 412; the request is not processed.
                 return [
                     ev.ClockRejected(frame.seq, why),
@@ -129,11 +142,6 @@ class Receiver:
         except PreconditionFailed as exc:
             return False, exc.message
         return True, ""
-
-    def _is_request(self, mt: MsgType) -> bool:
-        if mt is M.SESSION_BEGIN:  # the node's SESSION_BEGIN is an answer
-            return self._role is Role.NODE
-        return mt in TO_NODE or mt in SYNC_OPENERS or mt is M.HEALTH_CHECK
 
     def _duplicate(self, frame: Frame) -> list[ev.Event]:
         if frame.flags & Flag.REQUIRES_ACK and self._machine.state is not S.TERMINATED:
@@ -175,7 +183,7 @@ class Receiver:
         events: list[ev.Event] = []
         if self._machine.state is S.SUSPENDED:
             events.append(ev.SessionResumed())
-        if frame.msg_type is M.SESSION_BEGIN and self._role is Role.CLIENT:
+        if self._begin_answers and frame.msg_type is M.SESSION_BEGIN:
             events.append(ev.Response(frame))
         else:
             events.append(ev.Request(frame))

@@ -79,6 +79,24 @@ class Session:
         )
         self._exchange = Exchange()
         self._machine = Machine(self._outbox, monotonic)
+        # What we may not send: the other role's messages (ai→db flows one way).
+        self._not_ours = TO_NODE if role is Role.NODE else TO_CLIENT
+        # What a send under an action checks or fills in first, and opens or closes after
+        # (per action, like the receive handlers; most actions have neither).
+        self._before: dict[Action, Callable[[dict[str, Any], int | None], None]] = {
+            Action.COLD_BOOT: self._before_cold_boot,
+            Action.COLD_BOOT_DONE: self._before_cold_boot_done,
+        }
+        exchange = self._exchange
+        self._after: dict[Action, Callable[[Frame], None]] = {
+            Action.COLD_BOOT: lambda f: exchange.open_cold_boot(f.seq, by_peer=False),
+            Action.COLD_BOOT_DONE: lambda _: exchange.close_cold_boot(),
+            Action.COLD_BOOT_FAILED: lambda _: exchange.close_cold_boot(),
+            Action.SYNC_OPEN: lambda f: exchange.open_sync(f.seq, self._mono(), by_peer=False),
+            Action.SYNC_BATCH: lambda f: exchange.sync_batch(f.msg_type, f.seq, self._mono()),
+            Action.SYNC_CLOSE: lambda _: exchange.close_sync(),
+            Action.SYNC_FAILED: lambda _: exchange.close_sync(),
+        }
         self._receiver = Receiver(
             role,
             self._machine,
@@ -186,9 +204,7 @@ class Session:
                 f"cannot send {mt.name} in state {state.name}{detail}",
                 status=SEND_REFUSALS.get(inp, Status.STATE_VIOLATION),
             )
-        if (mt in TO_NODE and self.role is Role.NODE) or (
-            mt in TO_CLIENT and self.role is Role.CLIENT
-        ):
+        if mt in self._not_ours:
             raise LocalProtocolError(f"a {self.role.value} does not send {mt.name}")
         return row
 
@@ -196,41 +212,29 @@ class Session:
         self, mt: MsgType, payload: dict[str, Any], flags: Flag, ref_seq: int | None
     ) -> Frame:
         action, nxt = self._check_send(self._exchange.input_for(mt, payload, sending=True), mt)
-        self._prepare(action, payload, ref_seq)
+        before = self._before.get(action)
+        if before is not None:
+            before(payload, ref_seq)
         frame = (
             self._outbox.stamp(mt, payload, flags)
             if ref_seq is None
             else self._outbox.reply(ref_seq, mt, payload, flags)
         )
-        self._sent(action, frame)
+        after = self._after.get(action)
+        if after is not None:
+            after(frame)
         self._machine.enter(nxt)
         return frame
 
-    def _prepare(self, action: Action, payload: dict[str, Any], ref_seq: int | None) -> None:
-        """Refuse what the row allows but the session's details do not; fill in what the
-        action adds to the frame."""
-        if action is Action.COLD_BOOT and self._handshake.negotiated is None:
+    def _before_cold_boot(self, payload: dict[str, Any], ref_seq: int | None) -> None:
+        if self._handshake.negotiated is None:
             raise LocalProtocolError("COLD_BOOT_REQUEST before the handshake completed")
-        if action is Action.COLD_BOOT_DONE:
-            if ref_seq is None or ref_seq != self._exchange.cold_boot_seq:
-                raise LocalProtocolError("COLD_BOOT_RESPONSE must answer the COLD_BOOT_REQUEST")
-            self._outbox.session_id = self._new_session_id()
-            payload["session_id"] = str(uuid.UUID(bytes=self._outbox.session_id))
 
-    def _sent(self, action: Action, frame: Frame) -> None:
-        """What sending ``frame`` under ``action`` opens or closes."""
-        exchange = self._exchange
-        match action:
-            case Action.COLD_BOOT:
-                exchange.open_cold_boot(frame.seq, by_peer=False)
-            case Action.COLD_BOOT_DONE | Action.COLD_BOOT_FAILED:
-                exchange.close_cold_boot()
-            case Action.SYNC_OPEN:
-                exchange.open_sync(frame.seq, self._mono(), by_peer=False)
-            case Action.SYNC_BATCH:
-                exchange.sync_batch(frame.msg_type, frame.seq, self._mono())
-            case Action.SYNC_CLOSE | Action.SYNC_FAILED:
-                exchange.close_sync()
+    def _before_cold_boot_done(self, payload: dict[str, Any], ref_seq: int | None) -> None:
+        if ref_seq is None or ref_seq != self._exchange.cold_boot_seq:
+            raise LocalProtocolError("COLD_BOOT_RESPONSE must answer the COLD_BOOT_REQUEST")
+        self._outbox.session_id = self._new_session_id()
+        payload["session_id"] = str(uuid.UUID(bytes=self._outbox.session_id))
 
     # ------------------------------------------------------------------------ timers
 
