@@ -73,7 +73,7 @@ def test_every_state_and_message(
     own_session: bool,
 ) -> None:
     session, _ = session_in(state, role)
-    sent_before = session._seq_out
+    sent_before = session.last_seq
     frame = Frame(
         mt,
         payload,

@@ -5,11 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from tests.session.session_kit import activate, frames, make_pair, of, session_in
+from tests.session.session_kit import activate, frames, handshake, make_pair, of, session_in
 
 from amcp.errors import LocalProtocolError, Status
 from amcp.session import (
     CloseConnection,
+    ErrorReceived,
     Ignored,
     PeerViolation,
     Request,
@@ -26,6 +27,8 @@ from amcp.session.state import (
     SEND,
     TIMER,
     Action,
+    Cue,
+    check_transition,
     render_markdown,
 )
 from amcp.wire.constants import MsgType
@@ -64,6 +67,10 @@ ROWS = [
     (S.TERMINATING, M.SESSION_END, A.END_CROSSED, S.TERMINATING),
     (S.TERMINATING, M.MEMORY_READ, A.IGNORE, S.TERMINATING),
     (S.TERMINATED, M.PROTOCOL_VIOLATION, A.PEER_VIOLATION, S.TERMINATED),
+    (S.COLD_BOOTING, Cue.EXCHANGE_ERROR, A.COLD_BOOT_FAILED, S.HANDSHAKING),
+    (S.SYNCING, Cue.EXCHANGE_ERROR, A.SYNC_FAILED, S.ACTIVE),
+    (S.SYNCING, Cue.RIVAL_OPENER, A.SYNC_REFUSE, S.SYNCING),
+    (S.TERMINATING, Cue.EXCHANGE_ERROR, A.IGNORE, S.TERMINATING),
 ]
 
 ABSENT = [
@@ -100,13 +107,48 @@ def test_no_row_leads_along_a_forbidden_transition() -> None:
 
 
 def test_forbidden_transition_is_refused_at_runtime() -> None:
-    pair = make_pair()
-    with pytest.raises(LocalProtocolError):
-        pair.client._enter(S.ACTIVE)
+    # Every change of state goes through check_transition (amcp.session.machine.Machine).
+    for old, new in FORBIDDEN:
+        with pytest.raises(LocalProtocolError, match="forbidden transition"):
+            check_transition(old, new)
+    check_transition(S.HANDSHAKING, S.COLD_BOOTING)
 
 
 def test_terminating_has_a_row_for_every_type() -> None:
-    assert all((S.TERMINATING, mt) in RECEIVE for mt in M)
+    assert all((S.TERMINATING, inp) in RECEIVE for inp in (*M, *Cue))
+
+
+def test_an_error_answering_the_cold_boot_returns_both_sides_to_handshaking() -> None:
+    pair = make_pair()
+    handshake(pair)
+    request = pair.client.send(M.COLD_BOOT_REQUEST, {"task": "t", "budget_tokens": 1})
+    (req,) = of(pair.node.receive(request), Request)
+    error = pair.node.reply_error(req.frame, Status.FORBIDDEN, "scope")
+    assert pair.node.state is S.HANDSHAKING
+    (got,) = of(pair.client.receive(error), ErrorReceived)
+    assert (got.status, got.ref_seq) == (403, request.seq)
+    assert pair.client.state is S.HANDSHAKING
+    # ...so the client may cold-boot again on the same connection.
+    again = pair.client.send(M.COLD_BOOT_REQUEST, {"task": "t", "budget_tokens": 1})
+    (req,) = of(pair.node.receive(again), Request)
+    pair.client.receive(pair.node.reply(req.frame, M.COLD_BOOT_RESPONSE, {"pack": {}}))
+    assert pair.client.state is pair.node.state is S.ACTIVE
+
+
+def test_only_an_error_answering_the_cold_boot_request_ends_it() -> None:
+    pair = make_pair()
+    handshake(pair)
+    request = pair.client.send(M.COLD_BOOT_REQUEST, {"task": "t", "budget_tokens": 1})
+    pair.node.receive(request)
+    # The client's ERROR names one of the node's frames: the client's own request seq in
+    # it is a coincidence of two sequence spaces, not an answer to the cold boot.
+    from_client = Frame(M.ERROR, {"status": 400, "ref_seq": request.seq}, request.seq + 1)
+    assert of(pair.node.receive(from_client), ErrorReceived)
+    assert pair.node.state is S.COLD_BOOTING
+    # Nor does the node's ERROR to some other frame of the client's.
+    other = Frame(M.ERROR, {"status": 400, "ref_seq": request.seq + 7}, 90)
+    assert of(pair.client.receive(other), ErrorReceived)
+    assert pair.client.state is S.COLD_BOOTING
 
 
 def test_docs_table_matches_the_code() -> None:

@@ -7,6 +7,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from cryptography import x509
 from tests.session.session_kit import (
     CAPS,
     CLIENT_ID,
@@ -169,7 +170,13 @@ def test_pem_round_trip(pki: dict) -> None:
         load_pem_chain("not pem")
 
 
-def _verified_pair(pki: dict, *, client_level: TrustLevel, node_chain: bool) -> object:
+def _verified_pair(
+    pki: dict,
+    *,
+    client_level: TrustLevel,
+    node_chain: bool,
+    node_anchors: tuple[x509.Certificate, ...] | None = None,
+) -> object:
     client_local = make_local(
         NodeType.AI,
         trust_level=client_level,
@@ -182,8 +189,11 @@ def _verified_pair(pki: dict, *, client_level: TrustLevel, node_chain: bool) -> 
     )
     node_local = make_local(NodeType.DB, product="store", **node_kw)
     trust = TrustConfig(trust_local=False, anchors=(pki["anchor"],), wall=lambda: NOW)
+    node_trust = trust
+    if node_anchors is not None:
+        node_trust = TrustConfig(anchors=node_anchors, wall=lambda: NOW)
     return make_pair(
-        client_local=client_local, node_local=node_local, node_trust=trust, client_trust=trust
+        client_local=client_local, node_local=node_local, node_trust=node_trust, client_trust=trust
     )
 
 
@@ -211,9 +221,10 @@ def test_federated_needs_both_directions(pki: dict) -> None:
 
 
 def test_unbacked_verified_claim_is_401(pki: dict) -> None:
-    pair = _verified_pair(pki, client_level=TrustLevel.VERIFIED, node_chain=False)
     other_anchor, _ = create_anchor("elsewhere", not_before=T0)
-    pair.node._trust = TrustConfig(anchors=(other_anchor,), wall=lambda: NOW)
+    pair = _verified_pair(
+        pki, client_level=TrustLevel.VERIFIED, node_chain=False, node_anchors=(other_anchor,)
+    )
     _, node_events = handshake(pair)
     assert frames(node_events)[-1].payload["status"] == 401
     assert of(node_events, HandshakeRejected)[0].status == 401

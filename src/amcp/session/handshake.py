@@ -1,11 +1,11 @@
 """CAPABILITY_HELLO / CAPABILITY_RESPONSE handling for ``Session`` (PROFILE §4): the
-hello exchange, the trust claim check, the nonce-possession proof and negotiation. A mixin,
-kept apart so the session module stays about the state machine; it reads and sets the
-session's handshake fields declared below."""
+hello exchange, the trust claim check, the nonce-possession proof and negotiation. A part
+the session owns and calls, kept apart so the session module stays about the state machine;
+it stamps its frames through the session's :class:`~amcp.session.outbox.Outbox`."""
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
 
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 
@@ -18,6 +18,7 @@ from amcp.errors import (
 )
 from amcp.session import events as ev
 from amcp.session.hello import (
+    NONCE_SIZE,
     CapabilityResponse,
     Hello,
     LocalNode,
@@ -28,86 +29,88 @@ from amcp.session.hello import (
     possession_message,
 )
 from amcp.session.identity import verify_signature
-from amcp.session.state import SessionState
+from amcp.session.outbox import Outbox
+from amcp.session.support import Aborted, Outcome
 from amcp.session.trust import TrustConfig, evaluate_claim
-from amcp.wire.constants import Flag, MsgType
+from amcp.wire.constants import MsgType
 from amcp.wire.frame import Frame
 
-S = SessionState
 M = MsgType
-Outcome = tuple[list[ev.Event], SessionState | None]
 
 
 class Handshake:
-    """The handshake handlers of ``Session``."""
+    """One session's side of the hello exchange, and what it established."""
 
-    local: LocalNode
-    _trust: TrustConfig
-    _nonce: bytes
-    _x25519: X25519PrivateKey | None
-    _clock_ok: bool
-    _hello_sent: bool
-    _peer: Hello | None
-    _granted: TrustLevel | None
-    _response_sent: bool
-    _negotiated: Negotiated | None
+    def __init__(
+        self,
+        local: LocalNode,
+        trust: TrustConfig,
+        outbox: Outbox,
+        *,
+        random_bytes: Callable[[int], bytes],
+    ) -> None:
+        self.local = local
+        self.trust = trust
+        self._outbox = outbox
+        self._nonce = random_bytes(NONCE_SIZE)
+        # Ephemeral per connection, so a leaked session key says nothing about the next one.
+        self._x25519 = X25519PrivateKey.generate() if local.encryption else None
+        self.hello_sent = False
+        self.peer: Hello | None = None
+        self._granted: TrustLevel | None = None
+        self._response_sent = False
+        #: Set once both capability responses are exchanged and verified.
+        self.negotiated: Negotiated | None = None
 
-    def _stamp(self, mt: MsgType, payload: dict[str, Any], flags: Flag = Flag.NONE) -> Frame:
-        raise NotImplementedError  # Session's
-
-    def _reply_frame(
-        self, ref_seq: int, mt: MsgType, payload: dict[str, Any], flags: Flag = Flag.NONE
-    ) -> Frame:
-        raise NotImplementedError  # Session's
-
-    def _own_hello(self) -> Frame:
-        self._hello_sent = True
-        return self._stamp(M.CAPABILITY_HELLO, self.local.hello(self._nonce).to_payload())
+    def own_hello(self) -> Frame:
+        self.hello_sent = True
+        return self._outbox.stamp(M.CAPABILITY_HELLO, self.local.hello(self._nonce).to_payload())
 
     def _capability_response(
         self, peer: Hello, status: int, trust: TrustLevel, reason: str | None = None
     ) -> CapabilityResponse:
         return self.local.response(peer, status, trust, self._x25519, reason)
 
-    def _on_hello(self, frame: Frame, nxt: SessionState) -> Outcome:
-        if self._peer is not None:
+    def on_hello(self, frame: Frame, *, clock_ok: bool) -> Outcome:
+        """The peer's hello, whose clock merged (``clock_ok``) or was too far ahead."""
+        if self.peer is not None:
             raise RemoteProtocolError("a second CAPABILITY_HELLO", status=Status.STATE_VIOLATION)
         hello = Hello.from_payload(frame.payload)
         events: list[ev.Event] = []
-        if not self._hello_sent:  # T1-02: our hello goes out before anything else of ours
-            events.append(ev.SendFrame(self._own_hello()))
-        self._peer = hello
+        if not self.hello_sent:  # T1-02: our hello goes out before anything else of ours
+            events.append(ev.SendFrame(self.own_hello()))
+        self.peer = hello
         events.append(ev.HelloReceived(hello))
         try:
-            if not self._clock_ok:
+            if not clock_ok:
                 raise PreconditionFailed("the hello's clock is too far ahead of ours")
-            granted = evaluate_claim(hello, self.local, self._trust)
+            granted = evaluate_claim(hello, self.local, self.trust)
         except (UnauthorizedError, ForbiddenError, PreconditionFailed) as exc:
             # PROFILE §4: a claim that cannot be backed gets 401/403 in the response, then
             # the connection closes. A skewed clock is refused the same way (412).
             resp = self._capability_response(hello, int(exc.status), hello.trust_level, exc.message)
             events += [
                 ev.SendFrame(
-                    self._reply_frame(frame.seq, M.CAPABILITY_RESPONSE, resp.to_payload(frame.seq))
+                    self._outbox.reply(frame.seq, M.CAPABILITY_RESPONSE, resp.to_payload(frame.seq))
                 ),
                 ev.HandshakeRejected(int(exc.status), exc.message, by_peer=False),
                 ev.CloseConnection(exc.message),
             ]
-            return events, S.TERMINATED
+            return Aborted(events)
         self._granted = granted
         resp = self._capability_response(hello, int(Status.OK), granted)
         payload = resp.to_payload(frame.seq)
-        events.append(ev.SendFrame(self._reply_frame(frame.seq, M.CAPABILITY_RESPONSE, payload)))
+        events.append(ev.SendFrame(self._outbox.reply(frame.seq, M.CAPABILITY_RESPONSE, payload)))
         self._response_sent = True
-        return events, nxt
+        return events
 
-    def _on_cap_response(self, frame: Frame, nxt: SessionState) -> Outcome:
-        peer = self._peer
-        if peer is None or not self._hello_sent:
+    def on_cap_response(self, frame: Frame) -> Outcome:
+        peer = self.peer
+        if peer is None or not self.hello_sent:
             raise RemoteProtocolError(
                 "CAPABILITY_RESPONSE before the hellos", status=Status.STATE_VIOLATION
             )
-        if self._negotiated is not None:
+        if self.negotiated is not None:
             raise RemoteProtocolError("a second CAPABILITY_RESPONSE", status=Status.STATE_VIOLATION)
         resp = CapabilityResponse.from_payload(frame.payload)
         # The peer proves it holds the key its hello named by signing our nonce with its
@@ -119,14 +122,16 @@ class Handshake:
             )
         if resp.status != Status.OK:
             reason = resp.reason or f"the peer refused the handshake ({resp.status})"
-            return [
-                ev.HandshakeRejected(resp.status, reason, by_peer=True),
-                ev.CloseConnection(reason),
-            ], S.TERMINATED
+            return Aborted(
+                [
+                    ev.HandshakeRejected(resp.status, reason, by_peer=True),
+                    ev.CloseConnection(reason),
+                ]
+            )
         check_version(resp.accepted_version, "accepted_version")
-        if self._granted is None or not self._response_sent:  # pragma: no cover - see _on_hello
+        if self._granted is None or not self._response_sent:  # pragma: no cover - see on_hello
             raise RemoteProtocolError(
                 "CAPABILITY_RESPONSE before ours", status=Status.STATE_VIOLATION
             )
-        self._negotiated = negotiate(self.local, peer, self._granted, resp, self._x25519)
-        return [ev.HandshakeComplete(self._negotiated)], nxt
+        self.negotiated = negotiate(self.local, peer, self._granted, resp, self._x25519)
+        return [ev.HandshakeComplete(self.negotiated)]

@@ -8,9 +8,13 @@ Three tables of the same shape ``{(state, input): (action, next_state)}``:
   automatic ERRORs, SESSION_END_ACK, 0x00FF) are part of a RECEIVE or TIMER row instead.
 - ``TIMER``: the state's deadline passed.
 
-The action names the handler in ``Session``; a handler may only refuse (violation / ERROR,
-state unchanged or TERMINATED) or pick one of the documented alternatives listed in
-``ALTERNATIVES`` — the table stays the single place to read the machine from.
+An input is a MSG_TYPE or, where one message means two things, a :class:`Cue`: an ERROR
+that answers the request a cold boot or sync stream waits on ends that exchange, and a sync
+opener while the other side's stream is open is refused. The session computes the input
+once per frame (``amcp.session.exchange``, the same rule for both directions); the row
+then says everything. The action names the handler; a handler may only refuse — raise a
+violation, or abort (``ABORTED``: a handshake one side refused) — never pick a state, so
+the tables stay the single place to read the machine from.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 
+from amcp.errors import LocalProtocolError, Status
 from amcp.wire.constants import MsgType
 
 
@@ -62,6 +67,9 @@ class Action(Enum):
     END_CROSSED = "end_crossed"  # both ended at once: ack theirs, keep waiting for ours
     END_ACK = "end_ack"  # SESSION_END_ACK: close
     PEER_ERROR = "peer_error"  # ERROR received / sent: the session continues
+    COLD_BOOT_FAILED = "cold_boot_failed"  # ERROR answering the COLD_BOOT_REQUEST
+    SYNC_FAILED = "sync_failed"  # ERROR answering the open stream's latest batch
+    SYNC_REFUSE = "sync_refuse"  # a second stream while ours is open: ERROR 429
     PEER_VIOLATION = "peer_violation"  # 0x00FF received: close, never answer it
     IGNORE = "ignore"  # TERMINATING drops everything else
     SUSPEND = "suspend"  # timer: ACTIVE for 3.5 h
@@ -70,6 +78,21 @@ class Action(Enum):
     CLOSE = "close"  # timer in TERMINATING: stop waiting for the ack
 
 
+class Cue(Enum):
+    """Inputs finer than a MSG_TYPE, for the rows where one message means two things."""
+
+    __hash__ = object.__hash__  # see SessionState
+
+    # An ERROR whose ref_seq names the request the open exchange waits on (the
+    # COLD_BOOT_REQUEST, or the sync stream's latest SYNC_PUSH / SYNC_PULL_REQUEST), sent
+    # by the other side: it ends that exchange instead of stranding it until its timer.
+    EXCHANGE_ERROR = "exchange_error"
+    # SYNC_PUSH / SYNC_PULL_REQUEST while the other side's stream is open: PROFILE §8
+    # allows one sync stream per connection.
+    RIVAL_OPENER = "rival_opener"
+
+
+Input = MsgType | Cue
 Transition = tuple[Action, SessionState]
 S = SessionState
 M = MsgType
@@ -108,10 +131,10 @@ ANSWERS: frozenset[MsgType] = frozenset(
 SYNC_OPENERS: frozenset[MsgType] = frozenset({M.SYNC_PUSH, M.SYNC_PULL_REQUEST})
 
 
-def _working(state: SessionState, *, resumes: bool) -> dict[tuple[S, M], Transition]:
+def _working(state: SessionState, *, resumes: bool) -> dict[tuple[S, Input], Transition]:
     """Rows shared by ACTIVE, SUSPENDED and SYNCING (PROFILE §8: 'all request types')."""
     back = S.ACTIVE if resumes else state  # SUSPENDED returns to ACTIVE on any request
-    rows: dict[tuple[S, M], Transition] = {}
+    rows: dict[tuple[S, Input], Transition] = {}
     for mt in REQUESTS:
         rows[(state, mt)] = (Action.REQUEST, back)
     for mt in ANSWERS:
@@ -121,6 +144,7 @@ def _working(state: SessionState, *, resumes: bool) -> dict[tuple[S, M], Transit
             rows[(state, mt)] = (Action.SYNC_BATCH, S.SYNCING)
         rows[(state, M.SYNC_PULL_RESPONSE)] = (Action.SYNC_BATCH, S.SYNCING)
         rows[(state, M.SYNC_ACK)] = (Action.SYNC_CLOSE, S.ACTIVE)
+        rows[(state, Cue.EXCHANGE_ERROR)] = (Action.SYNC_FAILED, S.ACTIVE)
     else:
         for mt in SYNC_OPENERS:
             rows[(state, mt)] = (Action.SYNC_OPEN, S.SYNCING)
@@ -131,8 +155,8 @@ def _working(state: SessionState, *, resumes: bool) -> dict[tuple[S, M], Transit
     return rows
 
 
-def _receive_table() -> dict[tuple[S, M], Transition]:
-    t: dict[tuple[S, M], Transition] = {}
+def _receive_table() -> dict[tuple[S, Input], Transition]:
+    t: dict[tuple[S, Input], Transition] = {}
     # Receiving 0x00FF ends the session from every state (upstream: ANY → TERMINATED).
     for state in S:
         t[(state, M.PROTOCOL_VIOLATION)] = (Action.PEER_VIOLATION, S.TERMINATED)
@@ -152,22 +176,28 @@ def _receive_table() -> dict[tuple[S, M], Transition]:
     t[(S.COLD_BOOTING, M.HEALTH_CHECK)] = (Action.REQUEST, S.COLD_BOOTING)
     t[(S.COLD_BOOTING, M.HEALTH_RESPONSE)] = (Action.ANSWER, S.COLD_BOOTING)
     t[(S.COLD_BOOTING, M.ERROR)] = (Action.PEER_ERROR, S.COLD_BOOTING)
+    # An ERROR answering the COLD_BOOT_REQUEST (e.g. 403 for the scope) reopens the way
+    # to a new cold boot instead of stranding the session until its timer fires.
+    t[(S.COLD_BOOTING, Cue.EXCHANGE_ERROR)] = (Action.COLD_BOOT_FAILED, S.HANDSHAKING)
     t[(S.COLD_BOOTING, M.SESSION_END)] = (Action.END, S.TERMINATED)
     for state, resumes in ((S.ACTIVE, False), (S.SUSPENDED, True), (S.SYNCING, False)):
         t.update(_working(state, resumes=resumes))
         t[(state, M.SESSION_END)] = (Action.END, S.TERMINATED)
+    # Our own stream is open: the peer's opener is answered 429 and the stream goes on.
+    t[(S.SYNCING, Cue.RIVAL_OPENER)] = (Action.SYNC_REFUSE, S.SYNCING)
     # TERMINATING: only the ack counts; everything else is dropped (PROFILE §8), except a
     # crossed SESSION_END, which must be acked or two closing peers would wait forever.
-    for mt in M:
-        t.setdefault((S.TERMINATING, mt), (Action.IGNORE, S.TERMINATING))
+    # Cues too: a cold boot or stream may still be open when SESSION_END went out.
+    for inp in (*M, *Cue):
+        t.setdefault((S.TERMINATING, inp), (Action.IGNORE, S.TERMINATING))
     t[(S.TERMINATING, M.SESSION_END_ACK)] = (Action.END_ACK, S.TERMINATED)
     t[(S.TERMINATING, M.SESSION_END)] = (Action.END_CROSSED, S.TERMINATING)
     # TERMINATED: nothing but a received 0x00FF (which is never answered) has a row.
     return t
 
 
-def _send_table() -> dict[tuple[S, M], Transition]:
-    t: dict[tuple[S, M], Transition] = {}
+def _send_table() -> dict[tuple[S, Input], Transition]:
+    t: dict[tuple[S, Input], Transition] = {}
     t[(S.INIT, M.CAPABILITY_HELLO)] = (Action.HELLO, S.HANDSHAKING)
     t[(S.HANDSHAKING, M.COLD_BOOT_REQUEST)] = (Action.COLD_BOOT, S.COLD_BOOTING)
     for state in (S.HANDSHAKING, S.COLD_BOOTING):
@@ -175,10 +205,14 @@ def _send_table() -> dict[tuple[S, M], Transition]:
         t[(state, M.HEALTH_RESPONSE)] = (Action.ANSWER, state)
         t[(state, M.ERROR)] = (Action.PEER_ERROR, state)
     t[(S.COLD_BOOTING, M.COLD_BOOT_RESPONSE)] = (Action.COLD_BOOT_DONE, S.ACTIVE)
+    # Our ERROR answering the peer's COLD_BOOT_REQUEST (see RECEIVE).
+    t[(S.COLD_BOOTING, Cue.EXCHANGE_ERROR)] = (Action.COLD_BOOT_FAILED, S.HANDSHAKING)
     for state, resumes in ((S.ACTIVE, False), (S.SUSPENDED, True), (S.SYNCING, False)):
         t.update(_working(state, resumes=resumes))
     for state in (S.HANDSHAKING, S.COLD_BOOTING, S.ACTIVE, S.SUSPENDED, S.SYNCING):
         t[(state, M.SESSION_END)] = (Action.END, S.TERMINATING)
+    # No (SYNCING, RIVAL_OPENER) row: opening a stream while the peer's is open is refused
+    # (with 429, see SEND_REFUSALS).
     return t
 
 
@@ -194,25 +228,29 @@ TIMER: dict[SessionState, Transition] = {
     S.TERMINATING: (Action.CLOSE, S.TERMINATED),
 }
 
-RECEIVE: dict[tuple[SessionState, MsgType], Transition] = _receive_table()
-SEND: dict[tuple[SessionState, MsgType], Transition] = _send_table()
+RECEIVE: dict[tuple[SessionState, Input], Transition] = _receive_table()
+SEND: dict[tuple[SessionState, Input], Transition] = _send_table()
 
-# Outcomes a handler may choose instead of the row's next_state (besides TERMINATED after a
-# refusal, which every state allows: upstream "ANY → TERMINATED").
-ALTERNATIVES: dict[tuple[SessionState, Action], SessionState] = {
-    # An ERROR answering the COLD_BOOT_REQUEST (e.g. 403 for the scope) reopens the way
-    # to a new cold boot instead of stranding the session until its timer fires.
-    (S.COLD_BOOTING, Action.PEER_ERROR): S.HANDSHAKING,
-    # An ERROR answering our open sync batch ends the stream.
-    (S.SYNCING, Action.PEER_ERROR): S.ACTIVE,
-}
+# The status a send without a SEND row is refused with, when it is not 702 (not allowed in
+# this state): a second sync stream is "too many requests" on either side (PROFILE §8).
+SEND_REFUSALS: dict[Input, Status] = {Cue.RIVAL_OPENER: Status.TOO_MANY_REQUESTS}
 
-# Upstream L5 forbidden_transitions. No row above leads along one; Session._enter checks
-# again so a future edit cannot introduce one silently.
+# Where a session goes when it is cut short from any state (upstream "ANY → TERMINATED"): a
+# violation found by either side, or a handshake one side refused.
+ABORTED = S.TERMINATED
+
+# Upstream L5 forbidden_transitions. No row above leads along one; check_transition holds
+# every change of state to it, so a future edit cannot introduce one silently.
 FORBIDDEN: frozenset[tuple[SessionState, SessionState]] = frozenset(
     {(S.INIT, S.ACTIVE), (S.COLD_BOOTING, S.SYNCING)}
     | {(S.TERMINATED, s) for s in S if s is not S.TERMINATED}
 )
+
+
+def check_transition(old: SessionState, new: SessionState) -> None:
+    """Refuse a move along a forbidden transition (our bug, never the peer's input)."""
+    if (old, new) in FORBIDDEN:
+        raise LocalProtocolError(f"forbidden transition {old.name} -> {new.name}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -235,9 +273,9 @@ def render_markdown() -> str:
     """The RECEIVE table as Markdown, for docs/session.md (a test keeps the two equal)."""
     lines = ["| state | received | action | next state |", "|---|---|---|---|"]
     for state in S:
-        for mt in M:
-            row = RECEIVE.get((state, mt))
+        for inp in (*M, *Cue):
+            row = RECEIVE.get((state, inp))
             if row is None or row[0] is Action.IGNORE:
                 continue
-            lines.append(f"| {state.name} | {mt.name} | {row[0].value} | {row[1].name} |")
+            lines.append(f"| {state.name} | {inp.name} | {row[0].value} | {row[1].name} |")
     return "\n".join(lines) + "\n"

@@ -1,5 +1,5 @@
-"""Small parts of the session kept out of ``session.py``: the clock port, the open sync
-stream, a payload helper, and the timer table's arithmetic (which deadline applies when)."""
+"""Small parts of the session kept out of ``session.py``: the clock port, a handler's
+abort, a payload helper, and the timer table's arithmetic (which deadline applies when)."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from amcp.session import events as ev
 from amcp.session.state import SessionState, Timeouts
 
 S = SessionState
-_SYNCING = S.SYNCING  # a global: EnumType.__getattr__ slows `S.X` (amcp.session.session)
 
 
 class CausalClock(Protocol):
@@ -25,14 +25,17 @@ class CausalClock(Protocol):
     def receive(self, remote: int) -> int: ...
 
 
-@dataclass(slots=True)
-class SyncStream:
-    """The one open sync stream (mutable: its batch timer moves with each batch)."""
+@dataclass(frozen=True, slots=True)
+class Aborted:
+    """A handler's answer when it refuses its input and the session must end (a hello
+    whose claim cannot be backed, a refused capability response): ``events`` go out and
+    the session enters ``state.ABORTED``."""
 
-    by_peer: bool
-    batch_started: float
-    last_local_seq: int | None = None  # our last sync frame in it: an ERROR to it ends it
-    last_peer_seq: int | None = None  # the peer's last sync frame: our ERROR to it ends it
+    events: list[ev.Event]
+
+
+# What a receive handler returns: the events, the row's next state implied.
+Outcome = list[ev.Event] | Aborted
 
 
 def payload_int(payload: Mapping[str, Any], key: str) -> int | None:
@@ -61,7 +64,7 @@ def deadline(
     sync_started: float | None,
 ) -> float | None:
     """The monotonic time at which ``state``'s timer fires, or None for untimed states."""
-    if state is _SYNCING:
+    if state is S.SYNCING:
         assert sync_started is not None  # SYNCING is only entered with a stream
         return sync_started + t.syncing
     timed = _TIMED.get(state)

@@ -56,62 +56,6 @@ class StoredRecord:
     record: AMFRecord | None
 
 
-# Every record a read returns is built as a RecordState and a StoredRecord. A frozen
-# dataclass's __init__ stores each field through object.__setattr__ (~2.3 us for
-# RecordState's ten, ~1 us for StoredRecord's three: a visible share of a node's MEMORY_READ),
-# so readers build them as the wire codec builds Frames (amcp.wire.frame.FrameShell): on a
-# plain object with the same slot layout whose class is then switched. The result is a
-# genuine, immutable instance; the helpers below set every field.
-class _RecordStateShell:
-    __slots__ = RecordState.__slots__
-
-
-class _StoredRecordShell:
-    __slots__ = StoredRecord.__slots__
-
-
-if set(RecordState.__slots__) != {
-    "lifecycle", "hlc", "superseded_by", "reason", "expires_at", "sensitive", "weight",
-    "access_count", "last_access", "stored_at",
-} or set(StoredRecord.__slots__) != {"knowledge_id", "state", "record"}:
-    raise ImportError("RecordState/StoredRecord fields changed: update record_state/stored_record")
-
-
-def record_state(
-    lifecycle: Lifecycle, hlc: int, superseded_by: str | None, reason: str | None,
-    expires_at: float | None, sensitive: bool, weight: float, access_count: int,
-    last_access: float | None, stored_at: float,
-) -> RecordState:
-    """``RecordState(...)`` with every field given, minus the frozen dataclass's __init__."""
-    shell: Any = _RecordStateShell()
-    shell.lifecycle = lifecycle
-    shell.hlc = hlc
-    shell.superseded_by = superseded_by
-    shell.reason = reason
-    shell.expires_at = expires_at
-    shell.sensitive = sensitive
-    shell.weight = weight
-    shell.access_count = access_count
-    shell.last_access = last_access
-    shell.stored_at = stored_at
-    shell.__class__ = RecordState
-    built: RecordState = shell
-    return built
-
-
-def stored_record(
-    knowledge_id: str, state: RecordState, record: AMFRecord | None
-) -> StoredRecord:
-    """``StoredRecord(knowledge_id, state, record)`` minus the frozen dataclass's __init__."""
-    shell: Any = _StoredRecordShell()
-    shell.knowledge_id = knowledge_id
-    shell.state = state
-    shell.record = record
-    shell.__class__ = StoredRecord
-    built: StoredRecord = shell
-    return built
-
-
 @dataclass(frozen=True, slots=True)
 class StateRow:
     """A record's node state without its body: what ranking needs, read without decoding."""

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from contextlib import AbstractContextManager
 
 from amcp.amf.types import Lifecycle
-from amcp.store.base import RecordState, record_state
+from amcp.store.base import RecordState
 
 _DAY = 86_400
 # Lifecycle(value) runs Enum's Python-level lookup; every row read builds one.
@@ -189,7 +189,7 @@ class AccessStats:
         entry = self._pending_access.get(kid)
         if entry is not None:
             count, last = count + entry.count, entry.last
-        return record_state(
+        return RecordState(
             _LIFECYCLES.get(lifecycle) or Lifecycle(lifecycle), hlc, superseded_by, reason,
             expires_at, bool(sensitive), weight, count, last, stored_at,
         )

@@ -21,7 +21,7 @@ from amcp.amf.record import AMFRecord
 from amcp.errors import AmcpError, IntegrityError
 from amcp.keyring import Keyring
 from amcp.store import sqlite_rows as col
-from amcp.store.base import StoredRecord, stored_record
+from amcp.store.base import StoredRecord
 from amcp.store.rowseal import Sealer
 
 log = logging.getLogger(__name__)
@@ -84,14 +84,14 @@ class VerifiedReads:
         kid, body = row[col.KID], row[col.BODY]
         state = self._row_state(row)
         if body is None:
-            return stored_record(kid, state, None)
+            return StoredRecord(kid, state, None)
         key = (kid, row[col.SEAL])
         with self._lock:  # the node reads from a thread pool
             cached = None if full else self._decoded.get(key)
             if cached is not None:
                 self._decoded.move_to_end(key)
         if cached is not None:
-            return stored_record(kid, state, cached)
+            return StoredRecord(kid, state, cached)
         try:
             record = self._open_body(row, signature=full)
         except (ValueError, AmcpError, msgpack.UnpackException) as exc:
@@ -99,7 +99,7 @@ class VerifiedReads:
             return None
         if not row[col.SENSITIVE] and not full:
             self._remember_decoded(kid, row[col.SEAL], record)
-        return stored_record(kid, state, record)
+        return StoredRecord(kid, state, record)
 
     def _remember_decoded(self, kid: str, seal: bytes, record: AMFRecord) -> None:
         """Keep ``record`` as the decode of the row sealed ``seal``. Writers call this with

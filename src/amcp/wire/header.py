@@ -1,8 +1,9 @@
 """The 50-byte frame header (PROFILE §1) and its CRC-32C.
 
-The codec modules unpack headers inline with :data:`HEADER` for speed; :func:`parse_header`
-and :func:`pack_raw_frame` are the readable, unvalidated forms for tools and tests (the
-conformance kit needs to build frames that are wrong on purpose).
+The codec judges headers with :func:`header_violation` and checks frames with
+:func:`frame_checksum`; :func:`parse_header` and :func:`pack_raw_frame` are the readable,
+unvalidated forms for tools and tests (the conformance kit needs to build frames that are
+wrong on purpose).
 """
 
 from __future__ import annotations
@@ -19,8 +20,6 @@ from amcp.wire.errors import FrameViolationError
 # MAGIC, VERSION, MSG_TYPE, FLAGS, PAYLOAD_LENGTH, SEQUENCE_NUMBER, SESSION_ID, CAUSAL_CLOCK,
 # CHECKSUM — big-endian, no padding.
 HEADER = struct.Struct(">4sHHHIQ16sQI")
-# The same layout with MAGIC as a u32: the decoder's hot path compares one int.
-HEADER_MAGIC_AS_INT = struct.Struct(">IHHHIQ16sQI")
 # Bytes 0..45: what the CRC covers before the payload, and the AES-GCM associated data.
 HEADER_PREFIX = struct.Struct(">4sHHHIQ16sQ")
 CHECKSUM = struct.Struct(">I")
