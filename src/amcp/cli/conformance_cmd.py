@@ -9,12 +9,14 @@ tested" for "passed".
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from amcp.cli.common import friendly, out
-from amcp.conformance import KitConfig, TestResult, parse_target, print_report, run_level
+
+if TYPE_CHECKING:
+    from amcp.conformance import TestResult
 
 
 @friendly
@@ -41,6 +43,9 @@ def conformance(
     ] = None,
 ) -> None:
     """Run the AMCP conformance tests against a node and print a pass/fail table."""
+    # Loaded here, not at import: `amcp --help` must not pay for the protocol stack.
+    from amcp.conformance import KitConfig, parse_target, print_report, run_level
+
     host, port = parse_target(target)
     config = KitConfig(timeout=timeout, silence_window=silence_window, scope=scope, bearer=bearer)
 

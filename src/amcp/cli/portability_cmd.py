@@ -130,7 +130,9 @@ def export_cmd(
         str, typer.Option("--to", help="amcp (NDJSON) | portable | mem0 | mcp-memory | markdown")
     ] = "amcp",
     scope: Annotated[list[str] | None, typer.Option("--scope", help="Only these scopes.")] = None,
-    include_sensitive: bool = False,
+    include_sensitive: Annotated[
+        bool, typer.Option(help="Also export sensitive records, decrypted (left out by default).")
+    ] = False,
     store: StoreOpt = None,
     embedder: EmbedOpt = "auto",
 ) -> None:

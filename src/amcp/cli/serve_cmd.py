@@ -41,7 +41,12 @@ def serve(
     policy: PolicyOpt = None,
     anchor: AnchorOpt = None,
     cert: CertOpt = None,
-    embedder: Annotated[str, typer.Option("--embedder", "-e")] = "auto",
+    embedder: Annotated[
+        str,
+        typer.Option(
+            "--embedder", "-e", help="auto | minilm | minilm-int8 | hashing | openai | none"
+        ),
+    ] = "auto",
     http_port: Annotated[
         int, typer.Option(help="HTTP API + MCP (streamable HTTP at /mcp) port; 0 = off.")
     ] = 8765,
@@ -130,7 +135,7 @@ def serve(
 def trust_anchor(
     name: Annotated[str, typer.Option(help="Common name of the anchor (CA).")],
     out_dir: Annotated[Path, typer.Option("--out", help="Directory for anchor.pem + key.")],
-    days: int = 3650,
+    days: Annotated[int, typer.Option(help="How long the anchor is valid, in days.")] = 3650,
 ) -> None:
     """Create a trust anchor: a self-signed Ed25519 CA certificate and its key (0600)."""
     from amcp.session.identity import write_private_pem
@@ -154,7 +159,7 @@ def trust_issue(
         Path | None, typer.Option("--store", "-s", help="Certify this store's node key.")
     ] = None,
     node_uri: Annotated[str | None, typer.Option(help="Node URI to bind (SubjectAltName).")] = None,
-    days: int = 365,
+    days: Annotated[int, typer.Option(help="How long the certificate is valid, in days.")] = 365,
 ) -> None:
     """Issue a node certificate; writes leaf + issuer (what a hello's cert_chain holds)."""
     from amcp.keyring import Keyring
