@@ -18,7 +18,7 @@ from typing import Annotated
 
 import typer
 
-from amcp.cli.common import err, friendly, open_memory, store_path
+from amcp.cli.common import err, friendly, open_memory, store_path, warm_up
 
 StoreOpt = Annotated[
     Path | None, typer.Option("--store", "-s", help="Store file (default $AMCP_HOME/memory.db).")
@@ -35,6 +35,7 @@ def mcp(store: StoreOpt = None, embedder: EmbedOpt = "auto") -> None:
 
     # stdout is the MCP channel: nothing else may be printed there.
     with open_memory(store, embedder, create=True) as mem:
+        warm_up(mem)  # stderr only: stdout is the MCP channel
         mem.flush_in_background()
         run_stdio(mem)
 
@@ -80,6 +81,7 @@ def http(
     access = AccessPolicy.load(policy) if policy is not None else None
     tokens = _tokens(token)
     with open_memory(store, embedder, create=True) as mem:
+        warm_up(mem)
         mem.flush_in_background()
         err.print(f"amcp HTTP API on http://{host}:{port}/v1 (store {store_path(store)})"
                   + ("" if no_mcp else f"; MCP at http://{host}:{port}/mcp")

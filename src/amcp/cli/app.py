@@ -18,6 +18,7 @@ from amcp.cli.common import (
     pick,
     read_text_input,
     store_path,
+    warm_up,
 )
 from amcp.cli.views import hit_json, item_json, print_item
 from amcp.refs import short_id
@@ -47,6 +48,7 @@ EmbedOpt = Annotated[
 def init(store: StoreOpt = None, embedder: EmbedOpt = "auto") -> None:
     """Create a store (idempotent)."""
     with open_memory(store, embedder, create=True) as mem:
+        warm_up(mem)  # prepares the model now, so no later command or request waits for it
         stats = mem.stats()
         out.print(
             f"store ready at {store_path(store)} ({stats.records} records, "

@@ -15,7 +15,7 @@ from typing import Annotated
 
 import typer
 
-from amcp.cli.common import friendly, open_memory, out, store_path
+from amcp.cli.common import friendly, open_memory, out, store_path, warm_up
 
 trust_app = typer.Typer(help="Trust anchors and node certificates (X.509, Ed25519).",
                         no_args_is_help=True)
@@ -63,6 +63,7 @@ def serve(
     chain = cert.read_text(encoding="ascii") if cert is not None else None
     db = store_path(store)
     with open_memory(store, embedder, create=True) as mem:
+        warm_up(mem)  # "listening" only once the first request can be answered at speed
         mem.flush_in_background()
         server = NodeServer(
             mem, policy=access, anchors=anchors, cert_chain=chain,
