@@ -110,13 +110,20 @@ class Memory(WritePath):
         verify_on_open: bool = True,
         store: Store | None = None,
         check_embedder: bool = True,
+        witness_dirs: Sequence[str | Path] | None = None,
     ) -> None:
         self.path = Path(path).expanduser()  # "~/.amcp/memory.db", as the README writes it
         if store is None:  # before the key directory or anything else is made beside it
             check_file(self.path)
         if not self.path.parent.is_dir():  # private from the start: it holds memories and keys
             self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        self.keyring = Keyring(Path(key_dir) if key_dir else self.path.parent / "keys")
+        # witness_dirs: where the change-log head is witnessed (default: the per-user state
+        # directory, outside the store's own; see amcp.paths). A throwaway store (the demo)
+        # keeps its witness beside it, so removing the directory removes everything.
+        self.keyring = Keyring(
+            Path(key_dir) if key_dir else self.path.parent / "keys",
+            witness_dirs=[Path(d) for d in witness_dirs] if witness_dirs is not None else None,
+        )
         self.store: Store = store or SQLiteStore(
             self.path, self.keyring, verify_on_open=verify_on_open
         )

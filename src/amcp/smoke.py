@@ -23,8 +23,9 @@ def _amcp() -> str:
 
 def _run(*args: str, stdin: str | None = None) -> str:
     started = time.perf_counter()
-    done = subprocess.run([_amcp(), *args],  # noqa: S603 - our own script, fixed argv input=stdin, capture_output=True, text=True,
-                          timeout=600, check=False)
+    done = subprocess.run(  # noqa: S603 - our own console script, a fixed argv, no shell
+        [_amcp(), *args], input=stdin, capture_output=True, text=True, timeout=600, check=False
+    )
     took = time.perf_counter() - started
     print(f"  amcp {' '.join(args)[:60]:60} {took * 1000:7.0f} ms  exit {done.returncode}")
     if done.returncode != 0:

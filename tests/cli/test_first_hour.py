@@ -255,3 +255,32 @@ def test_help_has_no_annotation_noise() -> None:
         assert done.returncode == 0, done.stderr
         assert "<bool>" not in text and "<list[" not in text and "<str>" not in text, text
         assert "<path>" not in text and "<float>" not in text, text
+
+
+# ----------------------------------------------------------------------------- imports
+
+
+def test_a_failed_import_into_a_new_store_leaves_nothing(store: Path, tmp_path: Path) -> None:
+    for i in range(5):
+        remember(store, f"fact {i} about the ledger")
+    export = tmp_path / "backup.ndjson"
+    code, out = run("export", str(export), "--store", str(store))
+    assert code == 0, out
+    data = export.read_bytes()
+    truncated = tmp_path / "truncated.ndjson"
+    truncated.write_bytes(data[: len(data) * 2 // 3])  # cut inside a line
+    target = tmp_path / "fresh" / "memory.db"
+    code, out = run("import", str(truncated), "--store", str(target), "-e", "hashing")
+    assert code == 1 and "Traceback" not in out, out
+    assert not (tmp_path / "fresh").exists()
+    # a dry run into a store that does not exist makes none either
+    code, out = run("import", str(export), "--dry-run", "--store", str(target), "-e", "hashing")
+    assert code == 0, out
+    assert not (tmp_path / "fresh").exists()
+    # ... and a good import does, while a failed one into an existing store keeps it whole
+    code, out = run("import", str(export), "--store", str(target), "-e", "hashing")
+    assert code == 0, out
+    code, out = run("import", str(truncated), "--store", str(target), "-e", "hashing")
+    assert code == 1 and target.exists()
+    _, out = run("stats", "--store", str(target), "--json")
+    assert json.loads(out)["records"] == 5

@@ -101,6 +101,30 @@ def default_scope(cwd: Path | None = None) -> str:
     return project_scope(name) or "*"
 
 
+@contextmanager
+def new_store_or_nothing(store: Path | None, *, keep: bool = True) -> Iterator[Path]:
+    """For a command that may create its store (``amcp import``): if the store did not
+    exist and the command fails — or ``keep`` is False, as for a dry run — everything it
+    made is removed again (the file, its WAL and shared-memory files, the vector snapshot,
+    a key directory and a parent directory it created), so a failed first import leaves no
+    half-made store behind. An existing store is never removed."""
+    import shutil
+
+    path = store_path(store)
+    made = [d for d in (path.parent / "keys", path.parent) if not d.exists()]
+    existed = path.exists()
+    ok = False
+    try:
+        yield path
+        ok = keep
+    finally:
+        if not existed and not ok:
+            for name in (f"{path}-wal", f"{path}-shm", f"{path}.vectors", str(path)):
+                Path(name).unlink(missing_ok=True)
+            for directory in made:  # keys first, then the parent, which then is empty
+                shutil.rmtree(directory, ignore_errors=True)
+
+
 def pick(mem: Any, ref: str) -> str:
     """The id ``ref`` (a whole id or a unique prefix) names; for an ambiguous prefix the
     candidates are listed with their text on stderr, so the person can choose one."""
