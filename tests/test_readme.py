@@ -21,7 +21,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from tests.amcp_process import amcp_argv
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -80,9 +79,8 @@ def test_the_use_it_commands(tmp_path: Path) -> None:
     (tmp_path / "notes" / "ledger-decision.md").write_text(
         "We chose PostgreSQL for the ledger because we need transactions.\n", encoding="utf-8")
     first_id = None
-    for args, stdin in commands(blocks()[1][2]):
-        if first_id is not None:
-            args = [a.replace(PLACEHOLDER, first_id[:6]) for a in args]
+    for written, stdin in commands(blocks()[1][2]):
+        args = [a.replace(PLACEHOLDER, first_id[:6]) for a in written] if first_id else written
         done = subprocess.run(amcp_argv(*args), input=stdin, capture_output=True, text=True,
                               env=env, cwd=tmp_path, timeout=300, check=False)
         assert done.returncode == 0, (args, done.stdout, done.stderr)
