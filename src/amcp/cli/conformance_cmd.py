@@ -8,6 +8,7 @@ tested" for "passed".
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -36,8 +37,10 @@ def conformance(
         float, typer.Option(min=0.1, help="T1-07: seconds of required silence (upstream: 5).")
     ] = 5.0,
     scope: Annotated[
-        str, typer.Option(help="Project scope the kit's test records are written into.")
-    ] = "amcp-conformance",
+        str | None,
+        typer.Option(help="Scope for the kit's test records (default: a new "
+                          "amcp-conformance-<random> per run; they are invalidated after it)."),
+    ] = None,
     bearer: Annotated[
         str | None, typer.Option(help="Bearer token for nodes whose access policy needs one.")
     ] = None,
@@ -47,7 +50,9 @@ def conformance(
     from amcp.conformance import KitConfig, parse_target, print_report, run_level
 
     host, port = parse_target(target)
-    config = KitConfig(timeout=timeout, silence_window=silence_window, scope=scope, bearer=bearer)
+    config = KitConfig(timeout=timeout, silence_window=silence_window, bearer=bearer)
+    if scope:
+        config = replace(config, scope=scope)
 
     def progress(result: TestResult) -> None:
         verdict = "[green]PASS[/green]" if result.passed else "[red]FAIL[/red]"
