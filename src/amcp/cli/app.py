@@ -10,6 +10,7 @@ import typer
 from rich.table import Table
 
 from amcp.cli.common import (
+    default_home,
     default_scope,
     emit_json,
     friendly,
@@ -38,7 +39,9 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output."
 EmbedOpt = Annotated[
     str,
     typer.Option(
-        "--embedder", "-e", help="auto | minilm | minilm-int8 | hashing | openai | none"
+        "--embedder", "-e",
+        help="auto | minilm | minilm-int8 | hashing | none | openai[,base_url=URL,model=NAME] "
+        "(openai settings also from AMCP_EMBED_* or $AMCP_HOME/config.toml)",
     ),
 ]
 
@@ -335,7 +338,10 @@ def reindex(
         raise typer.BadParameter(f"no store at {path}")
     # Opened without an embedder so a store made by another model can be opened at all.
     with Memory(path, embedder=None, check_embedder=False) as mem:
-        n = mem.reindex(None if embedder == "none" else embedder)
+        from amcp.cli.embedconf import embedder_for
+
+        chosen = embedder_for(embedder, default_home())
+        n = mem.reindex(None if chosen == "none" else chosen)
         model = mem.stats().embedding_model or "none"
     out.print(f"re-embedded {n} records with {model}")
 

@@ -47,7 +47,10 @@ def open_memory(
     if embedder is None:
         mem = Memory(path, embedder=None, check_embedder=False)
     else:
-        mem = Memory(path, embedder=None if embedder == "none" else embedder)
+        from amcp.cli.embedconf import embedder_for
+
+        chosen = embedder_for(embedder, default_home())
+        mem = Memory(path, embedder=None if chosen == "none" else chosen)
     try:
         yield mem
         for warning in mem.warnings():
