@@ -9,7 +9,7 @@ import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 from typer.testing import CliRunner
@@ -23,7 +23,7 @@ DIM = 16
 class _Embeddings(BaseHTTPRequestHandler):
     """Vectors from a hash of each input: deterministic, and the same text the same vector."""
 
-    seen: list[dict[str, Any]] = []
+    seen: ClassVar[list[dict[str, Any]]] = []
 
     def log_message(self, *args: Any) -> None:
         pass
