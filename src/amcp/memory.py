@@ -474,11 +474,14 @@ class Memory(WritePath):
     # ------------------------------------------------------------------ query, context, evolution
     # Thin delegations: the logic lives in amcp.amql, amcp.cse and amcp.evolution.
 
-    def query(self, amql: str, *, scopes: Sequence[str] | None = None) -> Any:
-        """Run one AMQL statement (RECALL, REMEMBER, FORGET, DISTILL)."""
+    def query(
+        self, amql: str, *, scopes: Sequence[str] | None = None, project: str | None = None
+    ) -> Any:
+        """Run one AMQL statement (RECALL, REMEMBER, FORGET, DISTILL); ``project`` is what
+        ``current_project()`` means (default: the first scope given)."""
         from amcp.amql.planner import run_query
 
-        return run_query(self, amql, scopes=scopes)
+        return run_query(self, amql, scopes=scopes, project=project)
 
     def context(
         self,

@@ -284,3 +284,40 @@ def test_a_failed_import_into_a_new_store_leaves_nothing(store: Path, tmp_path: 
     assert code == 1 and target.exists()
     _, out = run("stats", "--store", str(target), "--json")
     assert json.loads(out)["records"] == 5
+
+
+# ----------------------------------------------------------------------------- defaults
+
+
+def test_default_scope_and_current_project_come_from_the_repository(tmp_path: Path) -> None:
+    repo = tmp_path / "payments-api"
+    (repo / ".git").mkdir(parents=True)
+    (repo / "src").mkdir()
+    store = tmp_path / "m.db"
+    done = amcp("remember", "Deploys need a green canary", "--store", str(store), "-e",
+                "hashing", "--json", cwd=repo / "src")
+    assert done.returncode == 0, done.stderr
+    kid = json.loads(done.stdout)["knowledge_id"]
+    done = amcp("query", "RECALL WHERE project = current_project()", "--store", str(store),
+                "-e", "hashing", "--json", cwd=repo / "src")
+    assert done.returncode == 0, done.stderr
+    assert [r["knowledge_id"] for r in json.loads(done.stdout)["results"]] == [kid]
+    done = amcp("show", kid, "--store", str(store), "--json", cwd=tmp_path)
+    assert json.loads(done.stdout)["amf"]["meta"]["project_scope"] == ["project:payments-api"]
+    plain = tmp_path / "notes"
+    plain.mkdir()
+    done = amcp("remember", "a note", "--store", str(store), "-e", "hashing", "--json", cwd=plain)
+    other = json.loads(done.stdout)["knowledge_id"]
+    done = amcp("show", other, "--store", str(store), "--json", cwd=plain)
+    assert json.loads(done.stdout)["amf"]["meta"]["project_scope"] == ["project:notes"]
+
+
+def test_the_demo_leaves_nothing_behind(tmp_path: Path) -> None:
+    tmp, state = tmp_path / "tmp", tmp_path / "state"
+    tmp.mkdir()
+    env = {"TMPDIR": str(tmp), "AMCP_STATE_DIR": str(state)}
+    done = subprocess.run(amcp_argv("demo", "--embedder", "hashing"), capture_output=True,
+                          text=True, env=dict(os.environ, **env), timeout=300, check=False)
+    assert done.returncode == 0, done.stderr
+    assert "integrity ok" in done.stdout and "removed" in done.stdout
+    assert list(tmp.iterdir()) == [] and not state.exists()

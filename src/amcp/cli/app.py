@@ -258,7 +258,8 @@ def query(
 ) -> None:
     """Run an AMQL statement (docs/amql.md)."""
     with open_memory(store, embedder, create=True) as mem:
-        res = mem.query(amql, scopes=scope)
+        # current_project(): the first --scope, else the project this directory is in
+        res = mem.query(amql, scopes=scope, project=None if scope else default_scope())
     if json_:
         emit_json(res.to_response())
         return
