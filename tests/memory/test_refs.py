@@ -18,12 +18,13 @@ def mem(tmp_path: Path) -> Memory:
     m.close()
 
 
-def two_sharing_a_prefix(mem: Memory) -> tuple[str, str, str]:
+def two_sharing_a_prefix(mem: Memory, scope: str = "*") -> tuple[str, str, str]:
     """Store records until two ids share their first 4 hex digits (a birthday collision:
     ~300 records of 65,536 prefixes); returns the prefix and both ids."""
     seen: dict[str, list[str]] = defaultdict(list)
     for start in range(0, 5000, 250):
-        for res in mem.remember_many({"text": f"fact number {i}"} for i in range(start, start + 250)):
+        batch = ({"text": f"fact number {i}", "scope": scope} for i in range(start, start + 250))
+        for res in mem.remember_many(batch):
             key = res.knowledge_id[:6]
             seen[key].append(res.knowledge_id)
             if len(seen[key]) == 2:
