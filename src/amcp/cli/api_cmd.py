@@ -11,7 +11,6 @@ Register in ``amcp.cli.app``::
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 from pathlib import Path
 from typing import Annotated
@@ -73,6 +72,8 @@ def http(
     ] = None,
 ) -> None:
     """Run the HTTP API (with MCP over streamable HTTP at /mcp) until interrupted."""
+    import asyncio  # here, not at import: `amcp --help` loads every command module
+
     from amcp.api.serve import serve_http
     from amcp.heap import freeze_startup_heap
     from amcp.node.runtime import stop_on_signals

@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.table import Table
 
 from amcp.cli.common import (
     default_home,
@@ -156,6 +155,8 @@ def recall(
     if not res.hits:
         out.print("nothing found")
         return
+    from rich.table import Table
+
     table = Table("score", "id", "type", "text", box=None)
     for h in res.hits:
         rec = h.item.record
@@ -274,6 +275,8 @@ def query(
     if not res.records:
         out.print("no records match")
         return
+    from rich.table import Table
+
     table = Table("id", "type", "conf", "text", box=None)
     for item in res.records:
         rec = item.record

@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
 from amcp.cli.common import emit_json, err, friendly, new_store_or_nothing, open_memory, out
 
@@ -91,6 +90,8 @@ def import_cmd(
 def _run_import(
     store: Path | None, embedder: str, path: Path, options: Any, *, dry_run: bool, quiet: bool
 ) -> Any:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
     from amcp.portability.api import import_path
 
     with (

@@ -8,7 +8,6 @@ Register in ``amcp.cli.app``::
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 from pathlib import Path
 from typing import Annotated
@@ -52,6 +51,8 @@ def serve(
     ] = 8765,
 ) -> None:
     """Run the AMCP node (binary protocol) and the HTTP/MCP API until interrupted."""
+    import asyncio  # here, not at import: `amcp --help` loads every command module
+
     from amcp.heap import freeze_startup_heap
     from amcp.node.runtime import stop_on_signals
     from amcp.node.server import NodeServer
