@@ -87,6 +87,11 @@ def _rw(title: str, *, destructive: bool) -> ToolAnnotations:
 
 def register(server: MCPServer[Any], memory: Memory, call: Call) -> None:
     """Add memory_read, memory_list, memory_supersede, memory_purge, memory_export."""
+    _register_reads(server, memory, call)
+    _register_changes(server, memory, call)
+
+
+def _register_reads(server: MCPServer[Any], memory: Memory, call: Call) -> None:
 
     @server.tool(name="memory_read", title="Read", annotations=_ro("Read"))
     def memory_read(knowledge_id: IdArg) -> StoredMemory:
@@ -117,6 +122,28 @@ def register(server: MCPServer[Any], memory: Memory, call: Call) -> None:
         )
         return ListResult(items=[_stored(it) for it in items])
 
+    @server.tool(name="memory_export", title="Export", annotations=_ro("Export"))
+    def memory_export(
+        scope: ScopeArg,
+        include_sensitive: Annotated[
+            StrictBool, Field(description="Also export sensitive memories, decrypted")
+        ] = False,
+    ) -> ExportResult:
+        """The memories of a scope as portable NDJSON (one record a line), to hand to
+        another tool or keep as a copy."""
+        from amcp.portability.export import export_to
+
+        buffer = io.StringIO()
+        rep = call(export_to, memory, buffer, "portable", scopes=scopes_of(scope),
+                   include_sensitive=include_sensitive)
+        text = buffer.getvalue()
+        if len(text) > MAX_EXPORT_CHARS:
+            call(_refuse, "scope", f"the export is {len(text):,} characters, more than a tool "
+                 "result should carry; run `amcp export --to portable --scope ...` instead")
+        return ExportResult(format="portable", records=rep.records, ndjson=text)
+
+
+def _register_changes(server: MCPServer[Any], memory: Memory, call: Call) -> None:
     @server.tool(name="memory_supersede", title="Supersede",
                  annotations=_rw("Supersede", destructive=False))
     def memory_supersede(
@@ -146,26 +173,6 @@ def register(server: MCPServer[Any], memory: Memory, call: Call) -> None:
                  f"memory_purge again with confirm set to {kid}")
         call(memory.purge, kid, reason)
         return PurgeResult(knowledge_id=kid, purged=True)
-
-    @server.tool(name="memory_export", title="Export", annotations=_ro("Export"))
-    def memory_export(
-        scope: ScopeArg,
-        include_sensitive: Annotated[
-            StrictBool, Field(description="Also export sensitive memories, decrypted")
-        ] = False,
-    ) -> ExportResult:
-        """The memories of a scope as portable NDJSON (one record a line), to hand to
-        another tool or keep as a copy."""
-        from amcp.portability.export import export_to
-
-        buffer = io.StringIO()
-        rep = call(export_to, memory, buffer, "portable", scopes=scopes_of(scope),
-                   include_sensitive=include_sensitive)
-        text = buffer.getvalue()
-        if len(text) > MAX_EXPORT_CHARS:
-            call(_refuse, "scope", f"the export is {len(text):,} characters, more than a tool "
-                 "result should carry; run `amcp export --to portable --scope ...` instead")
-        return ExportResult(format="portable", records=rep.records, ndjson=text)
 
 
 def _refuse(field: str, message: str) -> None:
