@@ -25,6 +25,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("amf", "wire", "keyring"),
     ("session",),
     ("store",),
+    ("refs",),
     ("retrieval",),
     ("memory_writes",),
     ("ports",),
@@ -38,7 +39,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("web",),
     ("ui",),
     ("api",),
-    ("cli",),
+    ("cli", "smoke"),
 )
 RANK = {name: n for n, names in enumerate(LAYERS) for name in names}
 

@@ -73,6 +73,16 @@ class NotFoundError(AmcpError):
     status = Status.NOT_FOUND
 
 
+class AmbiguousIdError(AmcpError):
+    """An id prefix a person typed names more than one record; ``candidates`` lists them."""
+
+    status = Status.BAD_REQUEST
+
+    def __init__(self, message: str, candidates: tuple[str, ...]) -> None:
+        super().__init__(message)
+        self.candidates = candidates
+
+
 class ConflictError(AmcpError):
     """An existing knowledge_id with different content (PROFILE §6 write order)."""
 

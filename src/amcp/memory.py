@@ -8,7 +8,7 @@ recall. It never touches SQL or sockets: the store port and the retrieval layer 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -31,6 +31,7 @@ from amcp.errors import (
 from amcp.keyring import Keyring
 from amcp.memory_writes import WriteOutcome, WritePath
 from amcp.ports import RecallResult
+from amcp.refs import resolve_ref
 from amcp.retrieval.choice import resolve_embedder
 from amcp.retrieval.search import HybridSearcher
 from amcp.store.base import (
@@ -40,6 +41,7 @@ from amcp.store.base import (
     StoredRecord,
     StoreStats,
 )
+from amcp.store.owner import check_file
 from amcp.store.sqlite import SQLiteStore
 
 if TYPE_CHECKING:  # embedders load on first use: lexical-only readers skip them
@@ -60,6 +62,36 @@ class _Sweep:
     interval: float = 30.0  # TTL sweeps are cheap but not free; recall filters expiry anyway
 
 
+def record_filter(
+    *,
+    scope: str | Sequence[str] | None = None,
+    types: Sequence[KnowledgeType | str] | None = None,
+    tags: Sequence[str] | None = None,
+    kinds: Sequence[str] | None = None,
+    lifecycles: Sequence[Lifecycle | str] | None = (Lifecycle.ACTIVE,),
+    created_after: Any = None,
+    created_before: Any = None,
+    now: float | None = None,
+) -> RecordFilter:
+    """A store filter from the values a caller typed, each checked and named if wrong."""
+    return RecordFilter(
+        scopes=((scope,) if isinstance(scope, str) else tuple(scope)) if scope else None,
+        types=tuple(enum_value(KnowledgeType, t, "types") for t in types) if types else None,
+        tags=tuple(tags) if tags else None,
+        kinds=tuple(kinds) if kinds else None,
+        lifecycles=tuple(enum_value(Lifecycle, lc, "lifecycles") for lc in lifecycles)
+        if lifecycles
+        else None,
+        created_after=normalise_timestamp(created_after, "created_after")
+        if created_after is not None
+        else None,
+        created_before=normalise_timestamp(created_before, "created_before")
+        if created_before is not None
+        else None,
+        now=now,
+    )
+
+
 class Memory(WritePath):
     """Open (or create) a memory store. Use as a context manager or call ``close()``."""
 
@@ -73,11 +105,20 @@ class Memory(WritePath):
         verify_on_open: bool = True,
         store: Store | None = None,
         check_embedder: bool = True,
+        witness_dirs: Sequence[str | Path] | None = None,
     ) -> None:
-        self.path = Path(path)
+        self.path = Path(path).expanduser()  # "~/.amcp/memory.db", as the README writes it
+        if store is None:  # before the key directory or anything else is made beside it
+            check_file(self.path)
         if not self.path.parent.is_dir():  # private from the start: it holds memories and keys
             self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        self.keyring = Keyring(Path(key_dir) if key_dir else self.path.parent / "keys")
+        # witness_dirs: where the change-log head is witnessed (default: the per-user state
+        # directory, outside the store's own; see amcp.paths). A throwaway store (the demo)
+        # keeps its witness beside it, so removing the directory removes everything.
+        self.keyring = Keyring(
+            Path(key_dir) if key_dir else self.path.parent / "keys",
+            witness_dirs=[Path(d) for d in witness_dirs] if witness_dirs is not None else None,
+        )
         self.store: Store = store or SQLiteStore(
             self.path, self.keyring, verify_on_open=verify_on_open
         )
@@ -266,6 +307,13 @@ class Memory(WritePath):
 
     # ------------------------------------------------------------------ reads
 
+    def resolve_id(self, ref: str, *, visible: Callable[[str], bool] | None = None) -> str:
+        """The knowledge id ``ref`` names: a whole id, or a unique prefix of one as people
+        type it (``K-3f2a``, ``3f2a``, a copied ``K-3f2a…``). Every interface that takes an
+        id from a person resolves it here (``amcp.refs``); NotFoundError when none matches,
+        AmbiguousIdError listing the candidates when several do."""
+        return resolve_ref(self.store, ref, visible=visible)
+
     def get(self, knowledge_id: str) -> StoredRecord:
         found = self.store.get(knowledge_id)
         if found is None:
@@ -306,21 +354,9 @@ class Memory(WritePath):
         started = time.perf_counter()
         now = time.time()
         self._maybe_expire(now)
-        flt = RecordFilter(
-            scopes=((scope,) if isinstance(scope, str) else tuple(scope)) if scope else None,
-            types=tuple(enum_value(KnowledgeType, t, "types") for t in types) if types else None,
-            tags=tuple(tags) if tags else None,
-            kinds=tuple(kinds) if kinds else None,
-            lifecycles=tuple(enum_value(Lifecycle, lc, "lifecycles") for lc in lifecycles)
-            if lifecycles
-            else None,
-            created_after=normalise_timestamp(created_after, "created_after")
-            if created_after is not None
-            else None,
-            created_before=normalise_timestamp(created_before, "created_before")
-            if created_before is not None
-            else None,
-            now=now,
+        flt = record_filter(
+            scope=scope, types=types, tags=tags, kinds=kinds, lifecycles=lifecycles,
+            created_after=created_after, created_before=created_before, now=now,
         )
         hits = self.searcher.search(query, flt, k, now=now)
         if touch and hits:
@@ -338,6 +374,26 @@ class Memory(WritePath):
     ) -> list[StoredRecord]:
         rows = self.store.query(flt or RecordFilter(), limit=limit, after=after)
         return [self._view(r, reveal) for r in rows]
+
+    def list_filtered(
+        self,
+        *,
+        scopes: str | Sequence[str] | None = None,
+        types: Sequence[KnowledgeType | str] | None = None,
+        kinds: Sequence[str] | None = None,
+        lifecycles: Sequence[Lifecycle | str] | None = (Lifecycle.ACTIVE,),
+        created_after: Any = None,
+        created_before: Any = None,
+        limit: int = 100,
+        reveal: bool = False,
+    ) -> list[StoredRecord]:
+        """``list_records`` with the filters people name (``amcp list``, MCP memory_list),
+        validated the way recall validates them; in the order the records were stored."""
+        flt = record_filter(
+            scope=scopes, types=types, kinds=kinds, lifecycles=lifecycles,
+            created_after=created_after, created_before=created_before, now=time.time(),
+        )
+        return self.list_records(flt, limit=limit, reveal=reveal)
 
     def stats(self) -> StoreStats:
         return self.store.stats()
@@ -404,11 +460,14 @@ class Memory(WritePath):
     # ------------------------------------------------------------------ query, context, evolution
     # Thin delegations: the logic lives in amcp.amql, amcp.cse and amcp.evolution.
 
-    def query(self, amql: str, *, scopes: Sequence[str] | None = None) -> QueryResult:
-        """Run one AMQL statement (RECALL, REMEMBER, FORGET, DISTILL)."""
+    def query(
+        self, amql: str, *, scopes: Sequence[str] | None = None, project: str | None = None
+    ) -> QueryResult:
+        """Run one AMQL statement (RECALL, REMEMBER, FORGET, DISTILL); ``project`` is what
+        ``current_project()`` means (default: the first scope given)."""
         from amcp.amql.run import run_query
 
-        return run_query(self, amql, scopes=scopes)
+        return run_query(self, amql, scopes=scopes, project=project)
 
     def context(
         self,

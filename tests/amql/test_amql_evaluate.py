@@ -110,7 +110,7 @@ CASES = [
     ("caused_by = qef_signal_id('Q-1')", False),
     ("cluster_id = (SELECT cluster_id FROM clusters WHERE centroid_match('risk') LIMIT 2)", True),
     ("cluster_id != (SELECT cluster_id FROM clusters)", False),
-    # predicate functions: a score passes at the threshold (default 0.5)
+    # predicate functions: a score passes at the threshold (default 0.35, calibrated)
     ("semantic_match('x')", True), ("semantic_match('x', 0.7)", True),
     ("semantic_match('x', 0.71)", False), ("NOT semantic_match('x', 0.9)", True),
 ]
@@ -132,7 +132,7 @@ def test_created_at_may_come_as_a_string_or_naive_datetime() -> None:
 
 @pytest.mark.parametrize(
     ("score", "expected"),
-    [(True, True), (False, False), (0.5, True), (0.49, False), (1, True), (None, False),
+    [(True, True), (False, False), (0.35, True), (0.34, False), (1, True), (None, False),
      ("high", False)],
 )
 def test_predicate_callback_may_return_bool_or_score(score: object, expected: bool) -> None:

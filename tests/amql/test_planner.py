@@ -146,7 +146,7 @@ def test_pushdown_puts_columns_in_the_store_filter() -> None:
     assert len(plan.pushdown.prefilter) == 2  # project (globals pass) and the date bound
     assert [str(e) for e in plan.pushdown.residual] == [
         "Compare(field='confidence', op=<CompareOp.GT: '>'>, value=0.8)"]
-    assert plan.probes and plan.probes[0].text == "q" and plan.probes[0].threshold == 0.5
+    assert plan.probes and plan.probes[0].text == "q" and plan.probes[0].threshold == 0.35
     text = plan.explain()
     assert "pushed exact" in text and "vector index probe" in text and "residual" in text
 

@@ -14,7 +14,8 @@ from tests.api.kit import INJECTION, make_memory, running, stdio_params
 from amcp.api.serve import build_server_app
 
 TOOLS = {"memory_remember", "memory_recall", "memory_forget", "memory_context",
-         "memory_outcome", "memory_query"}
+         "memory_outcome", "memory_query", "memory_read", "memory_list", "memory_supersede",
+         "memory_purge", "memory_export"}
 
 
 async def exercise(client: Client, count_records) -> None:
@@ -60,7 +61,9 @@ async def exercise(client: Client, count_records) -> None:
 
     # Wrong argument types are tool errors, and nothing is stored.
     n = count_records()
-    for bad in ({"text": 42}, {"text": "ok", "sensitive": "yes"}, {"text": "ok", "scope": "a"},
+    # (a scope may be one string or a list since issue 20; an empty list or a number is not)
+    for bad in ({"text": 42}, {"text": "ok", "sensitive": "yes"}, {"text": "ok", "scope": []},
+                {"text": "ok", "scope": 5},
                 {"text": "ok", "confidence": 7}, {}, {"text": "ok", "type": "KT-NOPE"}):
         r = await client.call_tool("memory_remember", bad)
         assert r.is_error, bad

@@ -80,7 +80,7 @@ def test_export_import_between_stores(store: Path, tmp_path: Path) -> None:
         (["show", "K-" + "0" * 64], "no record"),
         (["forget", "K-" + "0" * 64, "--reason", "x"], "no record"),
         (["remember", "x", "--type", "KT-RUMOUR"], "type"),
-        (["remember", "x", "--confidence", "7"], "core.confidence"),
+        (["remember", "x", "--confidence", "7"], "confidence: "),
         (["recall", "x", "-k", "0"], "k:"),
     ],
 )

@@ -66,3 +66,23 @@ def test_our_node_passes_level_1_with_upstream_waits(tmp_path: Path) -> None:
     with running_node(tmp_path / "store" / "memory.db") as (host, port):
         report = run_level(host, port, config=replace(CONFIG, silence_window=5.0))
     assert report.passed, [(r.id, r.detail) for r in report.results if not r.passed]
+
+
+def test_a_run_writes_into_its_own_scope_and_takes_out_what_it_wrote(tmp_path: Path) -> None:
+    from amcp.memory import Memory
+
+    store = tmp_path / "store" / "memory.db"
+    with Memory(store, embedder="hashing") as mem:
+        mine = mem.remember("the user's own memory", scope="user:alice").knowledge_id
+    with running_node(store) as (host, port):
+        first = run_level(host, port, config=CONFIG)
+        second = run_level(host, port, config=KitConfig(timeout=5.0, silence_window=1.0))
+    assert first.passed and second.passed
+    assert "invalidated the" in first.cleanup and "records the run stored" in first.cleanup
+    with Memory(store, embedder="hashing") as mem:
+        active = mem.list_filtered(lifecycles=["active"], limit=1000)
+        scopes = {s for it in mem.list_filtered(lifecycles=None, limit=1000)
+                  for s in it.record.meta.project_scope} if active else set()
+    assert [it.knowledge_id for it in active] == [mine]  # nothing of the kit's left in service
+    kit_scopes = {s for s in scopes if s.startswith("amcp-conformance-")}
+    assert len(kit_scopes) == 2  # one disposable scope per run

@@ -31,7 +31,7 @@ def test_json_report_has_the_documented_keys(tmp_path: Path) -> None:
     doc = json.loads(path.read_text("utf-8"))
     assert doc["schema"] == REPORT_SCHEMA
     assert set(doc) == {"schema", "kit_version", "target", "level", "started_at", "duration_ms",
-                        "passed", "complete", "summary", "tests", "not_implemented"}
+                        "passed", "complete", "summary", "tests", "not_implemented", "cleanup"}
     assert doc["summary"] == {"total": 2, "passed": 2, "failed": 0, "not_implemented": 0}
     test = doc["tests"][1]
     assert set(test) == {"id", "name", "passed", "detail", "duration_ms", "evidence", "checks"}

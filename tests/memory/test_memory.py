@@ -96,14 +96,15 @@ def test_causal_predecessor_must_exist(mem: Memory) -> None:
 
 def test_bad_input_is_a_clear_400(mem: Memory) -> None:
     cases = [
-        ({"text": ""}, "core.object"),
+        # the caller's own keyword names, not AMF paths (issue 20)
+        ({"text": ""}, "text"),
         ({"text": None}, "text"),
         ({"text": "x", "type": "KT-RUMOUR"}, "type"),
-        ({"text": "x", "confidence": 2.0}, "core.confidence"),
+        ({"text": "x", "confidence": 2.0}, "confidence"),
         ({"text": "x", "created_at": "2024-01-01 10:00"}, "created_at"),
         ({"text": "x", "ttl": -5}, "ttl"),
-        ({"text": "x" * (1024 * 1024 + 10)}, "core.object"),
-        ({"text": "bad \udc80 utf8"}, "core.object"),
+        ({"text": "x" * (1024 * 1024 + 10)}, "text"),
+        ({"text": "bad \udc80 utf8"}, "text"),
         ({"text": "x", "scope": []}, "scope"),
     ]
     for kwargs, field in cases:

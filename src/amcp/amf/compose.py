@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Mapping, Sequence
+from functools import wraps
+from typing import TYPE_CHECKING, Any, ParamSpec
 
 from amcp.amf.ids import build_record
 from amcp.amf.portable import subject_for
-from amcp.amf.record import AMFRecord, Annotation, Causal, Core, DecayModel, Meta
+from amcp.amf.record import (
+    MAX_RECORD_BYTES,
+    AMFRecord,
+    Annotation,
+    Causal,
+    Core,
+    DecayModel,
+    Meta,
+)
 from amcp.amf.timefmt import normalise_timestamp, utc_now
 from amcp.amf.types import KnowledgeType, Predicate
 from amcp.errors import ValidationError
@@ -25,6 +34,54 @@ def enum_value(enum: Any, value: Any, field_name: str) -> Any:
         raise ValidationError(field_name, f"{value!r} is not one of {allowed}") from exc
 
 
+# A record is at most MAX_RECORD_BYTES and a text-only memory carries its text twice
+# (core.object and annotation.natural_language); the rest of the record is far below 24 KB.
+MAX_TEXT_BYTES = (MAX_RECORD_BYTES - 24 * 1024) // 2
+MAX_TEXT_CHARS = MAX_TEXT_BYTES // 4  # below this many characters no text can be too long
+
+# AMF paths compose_record fills from its keyword arguments, and those arguments' names.
+_KEYWORD_OF = {
+    "core.object": "text",
+    "annotation.natural_language": "text",
+    "core.subject": "subject",
+    "core.predicate": "predicate",
+    "core.confidence": "confidence",
+    "core.condition": "condition",
+    "core.evidence": "evidence",
+    "core.sample_size": "sample_size",
+    "meta.project_scope": "scope",
+    "meta.created_by": "created_by",
+    "meta.language": "language",
+    "annotation.tags": "tags",
+    "annotation.context_hint": "context",
+    "causal.caused_by": "caused_by",
+    "causal.supersedes": "supersedes",
+}
+
+
+P = ParamSpec("P")
+
+
+def _keyword_errors(fn: Callable[P, AMFRecord]) -> Callable[P, AMFRecord]:
+    """compose_record's callers named keyword arguments (text, confidence, tags), not AMF
+    paths: a validation error names *theirs* ("text: longer than ...", not "core.object")."""
+
+    @wraps(fn)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> AMFRecord:
+        try:
+            return fn(*args, **kwargs)
+        except ValidationError as exc:
+            said = _KEYWORD_OF.get(exc.field, exc.field)
+            if exc.field == "core.object" and kwargs.get("object") is not None:
+                said = "object"
+            if said == exc.field:
+                raise
+            raise ValidationError(said, exc.problem) from None
+
+    return wrapper
+
+
+@_keyword_errors
 def compose_record(
     text: str | None = None,
     *,
@@ -65,6 +122,13 @@ def compose_record(
         raise ValidationError("text", "give the memory's text (or core.object)")
     if text is not None and not isinstance(text, str):
         raise ValidationError("text", f"must be a string, not {text.__class__.__name__}")
+    if text is not None and len(text) > MAX_TEXT_CHARS and len(text.encode()) > MAX_TEXT_BYTES:
+        raise ValidationError(
+            "text",
+            f"{len(text.encode()):,} bytes is too long for one memory (at most "
+            f"{MAX_TEXT_BYTES:,}: a record is at most 1 MiB and holds its text twice, as its "
+            "triple's object and its annotation); store it in parts",
+        )
     ktype = enum_value(KnowledgeType, type, "type")
     ext: dict[str, Any] = dict(extensions or {})
     if kind:

@@ -155,10 +155,10 @@ def create_app(
     ) -> s.ItemOut:
         """One record with its state (sensitive content redacted unless ``reveal``)."""
         who = caller(request)
-        visible(who, knowledge_id)
-        found = locked(memory.read, [knowledge_id], reveal=reveal)
+        kid = visible(who, knowledge_id).knowledge_id  # a prefix names the whole id
+        found = locked(memory.read, [kid], reveal=reveal)
         if not found:
-            raise NotFoundError(f"no record {knowledge_id}")
+            raise NotFoundError(f"no record {kid}")
         return item_out(found[0])
 
     @app.post(
@@ -178,7 +178,9 @@ def create_app(
         fields = body.model_dump(exclude_none=True)
         if body.type is not None:
             fields["type"] = body.type.value
-        return write_out(locked(memory.supersede, knowledge_id, fields.pop("text"), **fields))
+        return write_out(
+            locked(memory.supersede, old.knowledge_id, fields.pop("text"), **fields)
+        )
 
     @app.post(
         "/v1/memories/{knowledge_id}/invalidate",
@@ -191,7 +193,7 @@ def create_app(
         who = caller(request)
         found = visible(who, knowledge_id)
         who.check_write(found.record.meta.project_scope)
-        return write_out(locked(memory.invalidate, knowledge_id, body.reason))
+        return write_out(locked(memory.invalidate, found.knowledge_id, body.reason))
 
     @app.post(
         "/v1/memories/{knowledge_id}/purge",
@@ -207,7 +209,7 @@ def create_app(
         found = visible(who, knowledge_id)
         who.check_write(found.record.meta.project_scope)
         reason = body.reason if body is not None else None
-        return write_out(locked(memory.purge, knowledge_id, reason))
+        return write_out(locked(memory.purge, found.knowledge_id, reason))
 
     # ------------------------------------------------------------------ reads
 
@@ -416,7 +418,17 @@ def _visible(
     memory: Memory, access: AccessPolicy | None, locked: Callable[..., Any], who: Caller,
     knowledge_id: str,
 ) -> Any:
-    """The stored record if the caller may see it; 404 otherwise (scopes do not leak)."""
+    """The stored record ``knowledge_id`` (a whole id or a unique prefix) names if the
+    caller may see it; 404 otherwise (scopes do not leak, nor do prefixes: records the
+    caller may not read are neither matched nor listed as candidates)."""
+
+    def readable(kid: str) -> bool:
+        row = memory.store.get(kid)
+        return row is None or row.record is None or who.readable(row.record.meta.project_scope)
+
+    knowledge_id = locked(
+        memory.resolve_id, knowledge_id, visible=readable if access is not None else None
+    )
     found = locked(memory.store.get, knowledge_id)
     if found is None:
         raise NotFoundError(f"no record {knowledge_id}")

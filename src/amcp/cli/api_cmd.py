@@ -11,14 +11,13 @@ Register in ``amcp.cli.app``::
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from amcp.cli.common import err, friendly, open_memory, store_path
+from amcp.cli.common import err, friendly, open_memory, store_path, warm_up
 
 StoreOpt = Annotated[
     Path | None, typer.Option("--store", "-s", help="Store file (default $AMCP_HOME/memory.db).")
@@ -35,6 +34,7 @@ def mcp(store: StoreOpt = None, embedder: EmbedOpt = "auto") -> None:
 
     # stdout is the MCP channel: nothing else may be printed there.
     with open_memory(store, embedder, create=True) as mem:
+        warm_up(mem)  # stderr only: stdout is the MCP channel
         mem.flush_in_background()
         run_stdio(mem)
 
@@ -72,6 +72,8 @@ def http(
     ] = None,
 ) -> None:
     """Run the HTTP API (with MCP over streamable HTTP at /mcp) until interrupted."""
+    import asyncio  # here, not at import: `amcp --help` loads every command module
+
     from amcp.api.serve import serve_http
     from amcp.heap import freeze_startup_heap
     from amcp.node.runtime import stop_on_signals
@@ -80,6 +82,7 @@ def http(
     access = AccessPolicy.load(policy) if policy is not None else None
     tokens = _tokens(token)
     with open_memory(store, embedder, create=True) as mem:
+        warm_up(mem)
         mem.flush_in_background()
         err.print(f"amcp HTTP API on http://{host}:{port}/v1 (store {store_path(store)})"
                   + ("" if no_mcp else f"; MCP at http://{host}:{port}/mcp")

@@ -4,13 +4,24 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
-from rich.table import Table
 
-from amcp.cli.common import emit_json, friendly, open_memory, out, store_path
+from amcp.cli.common import (
+    default_home,
+    default_scope,
+    emit_json,
+    friendly,
+    open_memory,
+    out,
+    pick,
+    read_text_input,
+    store_path,
+    warm_up,
+)
 from amcp.cli.views import hit_json, item_json, print_item
+from amcp.refs import short_id
 
 app = typer.Typer(
     name="amcp",
@@ -25,7 +36,12 @@ StoreOpt = Annotated[
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
 EmbedOpt = Annotated[
-    str, typer.Option("--embedder", "-e", help="auto | minilm | hashing | openai | none")
+    str,
+    typer.Option(
+        "--embedder", "-e",
+        help="auto | minilm | minilm-int8 | hashing | none | openai[,base_url=URL,model=NAME] "
+        "(openai settings also from AMCP_EMBED_* or $AMCP_HOME/config.toml)",
+    ),
 ]
 
 
@@ -34,6 +50,7 @@ EmbedOpt = Annotated[
 def init(store: StoreOpt = None, embedder: EmbedOpt = "auto") -> None:
     """Create a store (idempotent)."""
     with open_memory(store, embedder, create=True) as mem:
+        warm_up(mem)  # prepares the model now, so no later command or request waits for it
         stats = mem.stats()
         out.print(
             f"store ready at {store_path(store)} ({stats.records} records, "
@@ -41,28 +58,47 @@ def init(store: StoreOpt = None, embedder: EmbedOpt = "auto") -> None:
         )
 
 
+IdArg = Annotated[
+    str, typer.Argument(help="The record's id, or a unique start of it (K-3f2a or 3f2a).")
+]
+
+
 @app.command()
 @friendly
 def remember(
-    text: Annotated[str, typer.Argument(help="What to remember.")],
-    scope: Annotated[list[str] | None, typer.Option("--scope", help="e.g. user:alice")] = None,
+    text: Annotated[
+        str | None,
+        typer.Argument(help="What to remember; - reads it from stdin (or use --file)."),
+    ] = None,
+    file: Annotated[
+        Path | None, typer.Option("--file", "-f", help="Read the text from this file.")
+    ] = None,
+    scope: Annotated[
+        list[str] | None,
+        typer.Option("--scope", help="Who or what it is about, e.g. user:alice (repeatable)."),
+    ] = None,
     type_: Annotated[
-        str, typer.Option("--type", "-t", help="KT-FACT, KT-PITFALL, ...")
+        str, typer.Option("--type", "-t", help="KT-FACT, KT-PITFALL, KT-DECISION, ...")
     ] = "KT-FACT",
-    tag: Annotated[list[str] | None, typer.Option("--tag")] = None,
+    tag: Annotated[list[str] | None, typer.Option("--tag", help="A tag (repeatable).")] = None,
     kind: Annotated[str | None, typer.Option(help="preference, task, skill, ...")] = None,
-    confidence: float = 0.9,
+    confidence: Annotated[
+        float, typer.Option(help="How sure the writer is, 0 to 1.")
+    ] = 0.9,
     ttl: Annotated[float | None, typer.Option(help="Seconds until it expires.")] = None,
-    sensitive: bool = False,
+    sensitive: Annotated[
+        bool, typer.Option(help="Encrypt at rest; redacted in recall and exports.")
+    ] = False,
     store: StoreOpt = None,
     embedder: EmbedOpt = "auto",
     json_: JsonOpt = False,
 ) -> None:
-    """Store a memory."""
+    """Store a memory (text as an argument, from stdin with -, or from --file)."""
+    body = read_text_input(text, file)
     with open_memory(store, embedder, create=True) as mem:
         res = mem.remember(
-            text,
-            scope=scope or ["*"],
+            body,
+            scope=scope or [default_scope()],
             type=type_,
             tags=tag,
             kind=kind,
@@ -89,11 +125,17 @@ def remember(
 @app.command()
 @friendly
 def recall(
-    query: str,
+    query: Annotated[str, typer.Argument(help="What to look for, in your own words.")],
     k: Annotated[int, typer.Option("-k", help="How many results.")] = 10,
-    scope: Annotated[list[str] | None, typer.Option("--scope")] = None,
-    type_: Annotated[list[str] | None, typer.Option("--type", "-t")] = None,
-    tag: Annotated[list[str] | None, typer.Option("--tag")] = None,
+    scope: Annotated[
+        list[str] | None, typer.Option("--scope", help="Only these scopes (repeatable).")
+    ] = None,
+    type_: Annotated[
+        list[str] | None, typer.Option("--type", "-t", help="Only these types (repeatable).")
+    ] = None,
+    tag: Annotated[
+        list[str] | None, typer.Option("--tag", help="Only records with every tag given.")
+    ] = None,
     store: StoreOpt = None,
     embedder: EmbedOpt = "auto",
     json_: JsonOpt = False,
@@ -113,19 +155,22 @@ def recall(
     if not res.hits:
         out.print("nothing found")
         return
+    from rich.table import Table
+
     table = Table("score", "id", "type", "text", box=None)
     for h in res.hits:
         rec = h.item.record
         assert rec is not None
-        table.add_row(f"{h.score:.4f}", h.knowledge_id[:14] + "…", rec.type.value, rec.text[:100])
+        table.add_row(f"{h.score:.4f}", short_id(h.knowledge_id), rec.type.value, rec.text[:100])
     out.print(table)
-    out.print(f"[dim]{len(res.hits)} results in {res.took_ms:.1f} ms[/dim]")
+    out.print(f"[dim]{len(res.hits)} results in {res.took_ms:.1f} ms "
+              "(amcp show <id>: an id's first characters are enough)[/dim]")
 
 
 @app.command()
 @friendly
 def show(
-    knowledge_id: str,
+    knowledge_id: IdArg,
     store: StoreOpt = None,
     reveal: Annotated[bool, typer.Option(help="Show sensitive content.")] = False,
     json_: JsonOpt = False,
@@ -133,10 +178,11 @@ def show(
     """Show one record with its state."""
     from amcp.errors import NotFoundError
 
-    with open_memory(store, "auto") as mem:
-        found = mem.read([knowledge_id], reveal=reveal)
+    with open_memory(store, None) as mem:
+        kid = pick(mem, knowledge_id)
+        found = mem.read([kid], reveal=reveal)
     if not found:
-        raise NotFoundError(f"no record {knowledge_id}")
+        raise NotFoundError(f"no record {kid}")
     item = found[0]
     if json_:
         emit_json(item_json(item))
@@ -147,50 +193,56 @@ def show(
 @app.command()
 @friendly
 def supersede(
-    knowledge_id: str,
-    text: str,
+    knowledge_id: IdArg,
+    text: Annotated[str, typer.Argument(help="The new version; - reads it from stdin.")],
     store: StoreOpt = None,
     embedder: EmbedOpt = "auto",
     json_: JsonOpt = False,
 ) -> None:
     """Replace a record with a new version (the old one is kept, superseded)."""
+    body = read_text_input(text, None)
     with open_memory(store, embedder) as mem:
-        res = mem.supersede(knowledge_id, text)
+        kid = pick(mem, knowledge_id)
+        res = mem.supersede(kid, body)
     if json_:
-        emit_json({"knowledge_id": res.knowledge_id, "supersedes": knowledge_id})
+        emit_json({"knowledge_id": res.knowledge_id, "supersedes": kid})
     else:
-        out.print(f"{knowledge_id[:14]}… superseded by {res.knowledge_id}")
+        out.print(f"{short_id(kid)} superseded by {res.knowledge_id}")
 
 
 @app.command()
 @friendly
 def forget(
-    knowledge_id: str,
+    knowledge_id: IdArg,
     reason: Annotated[str, typer.Option("--reason", "-r", help="Why it is no longer true.")],
     store: StoreOpt = None,
     embedder: EmbedOpt = "auto",
 ) -> None:
     """Invalidate a record (it is kept, with the reason, and no longer recalled)."""
     with open_memory(store, embedder) as mem:
-        mem.invalidate(knowledge_id, reason)
-    out.print(f"invalidated {knowledge_id}")
+        kid = pick(mem, knowledge_id)
+        mem.invalidate(kid, reason)
+    out.print(f"invalidated {kid}")
 
 
 @app.command()
 @friendly
 def purge(
-    knowledge_id: str,
-    reason: Annotated[str | None, typer.Option("--reason", "-r")] = None,
+    knowledge_id: IdArg,
+    reason: Annotated[
+        str | None, typer.Option("--reason", "-r", help="Why (kept with the tombstone).")
+    ] = None,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask.")] = False,
     store: StoreOpt = None,
     embedder: EmbedOpt = "auto",
 ) -> None:
     """Erase a record's content for privacy; a tombstone stays so it never comes back."""
-    if not yes and sys.stdin.isatty() and not typer.confirm(f"Erase {knowledge_id} for good?"):
-        raise typer.Exit(1)
     with open_memory(store, embedder) as mem:
-        mem.purge(knowledge_id, reason)
-    out.print(f"purged {knowledge_id} (tombstone kept)")
+        kid = pick(mem, knowledge_id)  # the whole id is what the question names
+        if not yes and sys.stdin.isatty() and not typer.confirm(f"Erase {kid} for good?"):
+            raise typer.Exit(1)
+        mem.purge(kid, reason)
+    out.print(f"purged {kid} (tombstone kept)")
 
 
 @app.command()
@@ -207,7 +259,8 @@ def query(
 ) -> None:
     """Run an AMQL statement (docs/amql.md)."""
     with open_memory(store, embedder, create=True) as mem:
-        res = mem.query(amql, scopes=scope)
+        # current_project(): the first --scope, else the project this directory is in
+        res = mem.query(amql, scopes=scope, project=None if scope else default_scope())
     if json_:
         emit_json(res.to_response())
         return
@@ -222,6 +275,8 @@ def query(
     if not res.records:
         out.print("no records match")
         return
+    from rich.table import Table
+
     table = Table("id", "type", "conf", "text", box=None)
     for item in res.records:
         rec = item.record
@@ -287,7 +342,10 @@ def reindex(
         raise typer.BadParameter(f"no store at {path}")
     # Opened without an embedder so a store made by another model can be opened at all.
     with Memory(path, embedder=None, check_embedder=False) as mem:
-        n = mem.reindex(None if embedder == "none" else embedder)
+        from amcp.cli.embedconf import embedder_for
+
+        chosen = embedder_for(embedder, default_home())
+        n = mem.reindex(None if chosen == "none" else chosen)
         model = mem.stats().embedding_model or "none"
     out.print(f"re-embedded {n} records with {model}")
 
@@ -310,6 +368,7 @@ from amcp.cli.api_cmd import http, mcp  # noqa: E402
 from amcp.cli.brain_cmd import brain_app  # noqa: E402
 from amcp.cli.conformance_cmd import conformance  # noqa: E402
 from amcp.cli.hooks_cmd import capture, hook_app, hooks_app  # noqa: E402
+from amcp.cli.list_cmd import list_cmd  # noqa: E402
 from amcp.cli.portability_cmd import export_cmd, import_cmd  # noqa: E402
 from amcp.cli.serve_cmd import serve, trust_app  # noqa: E402
 from amcp.cli.setup_cmd import setup_cmd  # noqa: E402
@@ -322,6 +381,7 @@ app.command("mcp")(mcp)
 app.command("http")(http)
 app.command("ui")(ui)
 app.command("conformance")(conformance)
+app.command("list")(list_cmd)
 app.command("context")(context_cmd.context)
 app.command("outcome")(context_cmd.outcome)
 app.command("signal")(context_cmd.signal)
@@ -336,8 +396,17 @@ app.command("setup")(setup_cmd)
 app.command("verify")(verify)
 
 
+def command() -> Any:
+    """The click command ``amcp`` runs: the Typer app with help written for people."""
+    from amcp.cli.helptext import humanise
+
+    cli = typer.main.get_command(app)
+    humanise(cli)
+    return cli
+
+
 def main() -> None:
-    app()
+    command()(prog_name="amcp")
 
 
 if __name__ == "__main__":

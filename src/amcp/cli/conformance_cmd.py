@@ -8,13 +8,16 @@ tested" for "passed".
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from amcp.cli.common import friendly, out
-from amcp.conformance import KitConfig, TestResult, parse_target, print_report, run_level
+
+if TYPE_CHECKING:
+    from amcp.conformance import TestResult
 
 
 @friendly
@@ -34,15 +37,22 @@ def conformance(
         float, typer.Option(min=0.1, help="T1-07: seconds of required silence (upstream: 5).")
     ] = 5.0,
     scope: Annotated[
-        str, typer.Option(help="Project scope the kit's test records are written into.")
-    ] = "amcp-conformance",
+        str | None,
+        typer.Option(help="Scope for the kit's test records (default: a new "
+                          "amcp-conformance-<random> per run; they are invalidated after it)."),
+    ] = None,
     bearer: Annotated[
         str | None, typer.Option(help="Bearer token for nodes whose access policy needs one.")
     ] = None,
 ) -> None:
     """Run the AMCP conformance tests against a node and print a pass/fail table."""
+    # Loaded here, not at import: `amcp --help` must not pay for the protocol stack.
+    from amcp.conformance import KitConfig, parse_target, print_report, run_level
+
     host, port = parse_target(target)
-    config = KitConfig(timeout=timeout, silence_window=silence_window, scope=scope, bearer=bearer)
+    config = KitConfig(timeout=timeout, silence_window=silence_window, bearer=bearer)
+    if scope:
+        config = replace(config, scope=scope)
 
     def progress(result: TestResult) -> None:
         verdict = "[green]PASS[/green]" if result.passed else "[red]FAIL[/red]"

@@ -12,7 +12,7 @@ from typing import Annotated, Any
 
 import typer
 
-from amcp.cli.common import emit_json, friendly, open_memory, out
+from amcp.cli.common import emit_json, friendly, open_memory, out, pick
 from amcp.errors import ValidationError
 
 StoreOpt = Annotated[
@@ -64,7 +64,9 @@ def context(
 
 @friendly
 def outcome(
-    ids: Annotated[list[str], typer.Argument(help="Knowledge ids the agent used.")],
+    ids: Annotated[
+        list[str], typer.Argument(help="Knowledge ids the agent used (a unique start is enough).")
+    ],
     result: Annotated[str, typer.Option("--result", "-r", help="success | failure | neutral")],
     store: StoreOpt = None,
     embedder: EmbedOpt = "auto",
@@ -72,7 +74,7 @@ def outcome(
 ) -> None:
     """Learn trust weights from the outcome of a task."""
     with open_memory(store, embedder) as mem:
-        updates = mem.outcome(ids, result)
+        updates = mem.outcome([pick(mem, ref) for ref in ids], result)
     if json_:
         emit_json([{"knowledge_id": u.knowledge_id, "weight": u.weight,
                     "confidence": u.confidence, "previous": u.previous} for u in updates])

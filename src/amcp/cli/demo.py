@@ -48,13 +48,26 @@ FACTS: list[tuple[str, str, dict[str, object]]] = [
 
 
 def run_demo(directory: Path | None, embedder: str) -> None:
-    base = Path(directory) if directory else Path(tempfile.mkdtemp(prefix="amcp-demo-"))
-    base.mkdir(parents=True, exist_ok=True)
+    """The walkthrough in ``directory``, kept for a look afterwards; without one, in a
+    temporary directory that is removed at the end (stores, keys and witnesses alike)."""
+    if directory is not None:
+        Path(directory).mkdir(parents=True, exist_ok=True)
+        _walkthrough(Path(directory), embedder)
+        out.print(f"[dim]the demo stores stay in {directory}[/dim]")
+        return
+    with tempfile.TemporaryDirectory(prefix="amcp-demo-") as tmp:
+        _walkthrough(Path(tmp), embedder)
+    out.print("[dim]temporary demo stores removed (pass --directory to keep them)[/dim]")
+
+
+def _walkthrough(base: Path, embedder: str) -> None:
     first, second = base / "laptop" / "memory.db", base / "new-agent" / "memory.db"
+    witness = [base / "witness"]  # beside the demo stores: removed with them
     out.rule("[bold]amcp demo[/bold]")
     out.print(f"stores under {base}")
     t0 = time.perf_counter()
-    with Memory(first, embedder=None if embedder == "none" else embedder) as mem:
+    with Memory(first, embedder=None if embedder == "none" else embedder,
+                witness_dirs=witness) as mem:
         out.print(
             f"1. opened {first.name} "
             f"(embedder: {mem.embedder.model_id if mem.embedder else 'none'})"
@@ -93,7 +106,8 @@ def run_demo(directory: Path | None, embedder: str) -> None:
         out.print(
             f"7. exported {rep.records} records + {rep.tombstones} tombstone to {export.name}"
         )
-    with Memory(second, embedder=None if embedder == "none" else embedder) as other:
+    with Memory(second, embedder=None if embedder == "none" else embedder,
+                witness_dirs=witness) as other:
         with export.open("rb") as fh:
             imp = other.import_(fh)
         with export.open("rb") as fh:

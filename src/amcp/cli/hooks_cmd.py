@@ -119,7 +119,12 @@ def capture(
     = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Show, do not store.")] = False,
     store: StoreOpt = None,
-    embedder: Annotated[str, typer.Option("--embedder", "-e")] = "auto",
+    embedder: Annotated[
+        str,
+        typer.Option(
+            "--embedder", "-e", help="auto | minilm | minilm-int8 | hashing | openai | none"
+        ),
+    ] = "auto",
     json_: Annotated[bool, typer.Option("--json", help="One JSON object per capture.")]
     = False,
 ) -> None:

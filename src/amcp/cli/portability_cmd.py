@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
-from amcp.cli.common import emit_json, err, friendly, open_memory, out
+from amcp.cli.common import emit_json, err, friendly, new_store_or_nothing, open_memory, out
 
 StoreOpt = Annotated[
     Path | None, typer.Option("--store", "-s", help="Store file (default $AMCP_HOME/memory.db).")
@@ -62,7 +61,6 @@ def import_cmd(
     check fails). Re-running finishes an interrupted import without duplicates.
     """
     from amcp.portability.amcp_ndjson import is_amcp_export, run_amcp_import
-    from amcp.portability.api import import_path
     from amcp.portability.model import ImportOptions
     from amcp.portability.pgsource import is_dsn
 
@@ -70,38 +68,52 @@ def import_cmd(
     if isinstance(where, Path) and not where.exists():
         raise typer.BadParameter(f"{where} does not exist")
     path = where if isinstance(where, Path) else None
-    if path is not None and (from_ == "amcp" or (from_ == "auto" and is_amcp_export(path))):
-        with open_memory(store, embedder, create=True) as mem:
-            emit = run_amcp_import(mem, path, dry_run=dry_run)
-        _print(emit, json_)
-        return
-    options = ImportOptions(kind=from_, scope=scope, assume_tz=assume_tz, day_first=day_first,
-                            drop_logs=drop_logs, mapping=_mapping(map_), table=table,
-                            batch=max(1, batch))
+    with new_store_or_nothing(store, keep=not dry_run):
+        if path is not None and (
+            from_ == "amcp" or (from_ == "auto" and is_amcp_export(path))
+        ):
+            with open_memory(store, embedder, create=True) as mem:
+                emit = run_amcp_import(mem, path, dry_run=dry_run)
+            _print(emit, json_)
+            return
+        options = ImportOptions(kind=from_, scope=scope, assume_tz=assume_tz,
+                                day_first=day_first, drop_logs=drop_logs,
+                                mapping=_mapping(map_), table=table, batch=max(1, batch))
+        result = _run_import(store, embedder, where, options, dry_run=dry_run, quiet=json_)
+        if report is not None:
+            _write_reports(report, result)
+        if json_:
+            emit_json(result.to_dict())
+        else:
+            out.print(result.health.to_markdown(), markup=False)
+            if result.verification is not None:
+                out.print(result.verification.to_markdown(), markup=False)
+                out.print(f"created {result.created}, already stored {result.already}, "
+                          f"superseded {result.superseded}")
+        if not result.ok:
+            raise typer.Exit(1)
+
+
+def _run_import(
+    store: Path | None, embedder: str, path: Path | str, options: Any, *, dry_run: bool,
+    quiet: bool,
+) -> Any:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+    from amcp.portability.api import import_path
+
     with (
         open_memory(store, embedder, create=True) as mem,
         Progress(TextColumn("importing"), BarColumn(), MofNCompleteColumn(),
                  TextColumn("{task.fields[rate]:.0f} records/s"), transient=True,
-                 disable=json_ or dry_run, console=err) as bar,
+                 disable=quiet or dry_run, console=err) as bar,
     ):
         task = bar.add_task("import", total=None, rate=0.0)
 
         def tick(p: object) -> None:
             bar.update(task, completed=p.done, total=p.total, rate=p.rate)  # type: ignore[attr-defined]
 
-        result = import_path(mem, where, options, dry_run=dry_run, progress=tick)
-    if report is not None:
-        _write_reports(report, result)
-    if json_:
-        emit_json(result.to_dict())
-    else:
-        out.print(result.health.to_markdown(), markup=False)
-        if result.verification is not None:
-            out.print(result.verification.to_markdown(), markup=False)
-            out.print(f"created {result.created}, already stored {result.already}, "
-                      f"superseded {result.superseded}")
-    if not result.ok:
-        raise typer.Exit(1)
+        return import_path(mem, path, options, dry_run=dry_run, progress=tick)
 
 
 def _write_reports(base: Path, result: object) -> None:
@@ -135,7 +147,9 @@ def export_cmd(
         str, typer.Option("--to", help="amcp (NDJSON) | portable | mem0 | mcp-memory | markdown")
     ] = "amcp",
     scope: Annotated[list[str] | None, typer.Option("--scope", help="Only these scopes.")] = None,
-    include_sensitive: bool = False,
+    include_sensitive: Annotated[
+        bool, typer.Option(help="Also export sensitive records, decrypted (left out by default).")
+    ] = False,
     store: StoreOpt = None,
     embedder: EmbedOpt = "auto",
 ) -> None:

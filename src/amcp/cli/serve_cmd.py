@@ -8,14 +8,13 @@ Register in ``amcp.cli.app``::
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from amcp.cli.common import friendly, open_memory, out, store_path
+from amcp.cli.common import friendly, open_memory, out, store_path, warm_up
 
 trust_app = typer.Typer(help="Trust anchors and node certificates (X.509, Ed25519).",
                         no_args_is_help=True)
@@ -41,12 +40,19 @@ def serve(
     policy: PolicyOpt = None,
     anchor: AnchorOpt = None,
     cert: CertOpt = None,
-    embedder: Annotated[str, typer.Option("--embedder", "-e")] = "auto",
+    embedder: Annotated[
+        str,
+        typer.Option(
+            "--embedder", "-e", help="auto | minilm | minilm-int8 | hashing | openai | none"
+        ),
+    ] = "auto",
     http_port: Annotated[
         int, typer.Option(help="HTTP API + MCP (streamable HTTP at /mcp) port; 0 = off.")
     ] = 8765,
 ) -> None:
     """Run the AMCP node (binary protocol) and the HTTP/MCP API until interrupted."""
+    import asyncio  # here, not at import: `amcp --help` loads every command module
+
     from amcp.heap import freeze_startup_heap
     from amcp.node.runtime import stop_on_signals
     from amcp.node.server import NodeServer
@@ -58,6 +64,7 @@ def serve(
     chain = cert.read_text(encoding="ascii") if cert is not None else None
     db = store_path(store)
     with open_memory(store, embedder, create=True) as mem:
+        warm_up(mem)  # "listening" only once the first request can be answered at speed
         mem.flush_in_background()
         server = NodeServer(
             mem, policy=access, anchors=anchors, cert_chain=chain,
@@ -130,7 +137,7 @@ def serve(
 def trust_anchor(
     name: Annotated[str, typer.Option(help="Common name of the anchor (CA).")],
     out_dir: Annotated[Path, typer.Option("--out", help="Directory for anchor.pem + key.")],
-    days: int = 3650,
+    days: Annotated[int, typer.Option(help="How long the anchor is valid, in days.")] = 3650,
 ) -> None:
     """Create a trust anchor: a self-signed Ed25519 CA certificate and its key (0600)."""
     from amcp.session.identity import write_private_pem
@@ -154,7 +161,7 @@ def trust_issue(
         Path | None, typer.Option("--store", "-s", help="Certify this store's node key.")
     ] = None,
     node_uri: Annotated[str | None, typer.Option(help="Node URI to bind (SubjectAltName).")] = None,
-    days: int = 365,
+    days: Annotated[int, typer.Option(help="How long the certificate is valid, in days.")] = 365,
 ) -> None:
     """Issue a node certificate; writes leaf + issuer (what a hello's cert_chain holds)."""
     from amcp.keyring import Keyring

@@ -9,13 +9,15 @@ envelope and signature. Any finding is a non-zero exit, with each bad record nam
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from amcp.cli.common import emit_json, err, friendly, out, store_path
 from amcp.errors import AmcpError
-from amcp.store.base import IntegrityReport
+
+if TYPE_CHECKING:
+    from amcp.store.base import IntegrityReport
 
 _MISSING = "the witness of this store is missing"
 

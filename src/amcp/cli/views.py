@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from amcp.cli.common import out
-from amcp.retrieval.search import Hit
-from amcp.store.base import StoredRecord
+
+if TYPE_CHECKING:  # only for annotations: `amcp --help` imports this module
+    from amcp.retrieval.search import Hit
+    from amcp.store.base import StoredRecord
 
 
 def item_json(item: StoredRecord) -> dict[str, Any]:
@@ -37,25 +39,26 @@ def hit_json(hit: Hit) -> dict[str, Any]:
 
 def print_item(item: StoredRecord) -> None:
     st = item.state
-    out.print(f"[bold]{item.knowledge_id}[/bold]  [{st.lifecycle.value}]")
+    out.print(f"[bold]{item.knowledge_id}[/bold]  \\[{st.lifecycle.value}]")
     if item.record is None:
         out.print(
             "  purged: content erased, tombstone kept" + (f" ({st.reason})" if st.reason else "")
         )
         return
     r = item.record
-    out.print(f"  type       {r.type.value}")
-    out.print(f"  text       {r.text}")
-    out.print(f"  triple     {r.core.subject} {r.core.predicate.value} {r.core.object[:80]}")
-    out.print(f"  confidence {r.core.confidence}")
-    out.print(f"  scope      {', '.join(r.meta.project_scope)}")
-    out.print(f"  created    {r.meta.created_at} by {r.meta.created_by}")
+    out.print(f"  type       {r.type.value}", markup=False)
+    out.print(f"  text       {r.text}", markup=False)
+    triple = f"{r.core.subject} {r.core.predicate.value} {r.core.object[:80]}"
+    out.print(f"  triple     {triple}", markup=False)
+    out.print(f"  confidence {r.core.confidence}", markup=False)
+    out.print(f"  scope      {', '.join(r.meta.project_scope)}", markup=False)
+    out.print(f"  created    {r.meta.created_at} by {r.meta.created_by}", markup=False)
     if r.tags:
-        out.print(f"  tags       {', '.join(r.tags)}")
+        out.print(f"  tags       {', '.join(r.tags)}", markup=False)
     if st.reason:
-        out.print(f"  reason     {st.reason}")
+        out.print(f"  reason     {st.reason}", markup=False)
     if st.superseded_by:
-        out.print(f"  superseded by {st.superseded_by}")
+        out.print(f"  superseded by {st.superseded_by}", markup=False)
     out.print(
         f"  checksum   {r.integrity.checksum}" + ("  (signed)" if r.integrity.signature else "")
     )

@@ -9,9 +9,10 @@ state behind that decides another test.
 from __future__ import annotations
 
 import re
+import secrets
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from amcp.conformance.client import (
     KitIdentity,
@@ -51,7 +52,9 @@ class KitConfig:
     silence_window: float = UPSTREAM_WAIT_S  # T1-07: how long "no response" must last
     close_within: float = PROFILE_CLOSE_S  # T1-03/T1-06: close after a 0x00FF
     hello_wait: float = 1.0  # T1-02: how long to wait for an unprompted hello
-    scope: str = "amcp-conformance"  # project scope the kit writes into
+    # The project scope the kit writes into: a new one per run, so a run against a live
+    # node never mixes its test records with anyone's (and its cleanup touches only them).
+    scope: str = field(default_factory=lambda: f"amcp-conformance-{secrets.token_hex(4)}")
     bearer: str | None = None  # sent as hello auth.bearer, for nodes with an access policy
 
 
@@ -61,6 +64,8 @@ class Target:
     port: int
     config: KitConfig
     me: KitIdentity
+    # Every knowledge id a node acknowledged storing during the run: what cleanup removes.
+    written: list[str] = field(default_factory=list)
 
     def connect(self) -> RawConnection:
         return RawConnection(self.host, self.port, timeout=self.config.timeout)
@@ -216,8 +221,35 @@ def t1_03_violation(target: Target) -> Verdict:
 # ----------------------------------------------------------------------------- T1-04
 
 
-def _write(peer: Peer, record: dict[str, object]) -> Received:
-    return peer.request(MsgType.MEMORY_WRITE, {"amf": record})
+def _write(target: Target, peer: Peer, record: dict[str, object]) -> Received:
+    reply = peer.request(MsgType.MEMORY_WRITE, {"amf": record})
+    kid = _ack_id(reply) if _is_ack(reply, Status.CREATED) else None
+    if kid is not None:
+        target.written.append(kid)
+    return reply
+
+
+CLEANUP_REASON = "amcp conformance kit: a test record, removed after the run"
+
+
+def cleanup(target: Target) -> str:
+    """Invalidate every record the run stored (MEMORY_INVALIDATE, the protocol's way to
+    take a record out of service; a node keeps it, marked, as the protocol requires)."""
+    if not target.written:
+        return "the run stored no records"
+    done = 0
+    try:
+        peer = target.active()
+        with peer.conn:
+            for kid in dict.fromkeys(target.written):
+                reply = peer.request(
+                    MsgType.MEMORY_INVALIDATE, {"knowledge_id": kid, "reason": CLEANUP_REASON}
+                )
+                done += reply.frame.msg_type is MsgType.MEMORY_WRITE_ACK
+    except (NodeFaultError, OSError) as exc:
+        return f"cleanup stopped after {done} of {len(set(target.written))} records: {exc}"
+    return (f"invalidated the {done} of {len(set(target.written))} records the run stored "
+            f"(scope {target.config.scope})")
 
 
 def t1_04_schema(target: Target) -> Verdict:
@@ -244,7 +276,7 @@ def t1_04_schema(target: Target) -> Verdict:
                 target.config.scope, _created_by(target), label="t1-04", pattern=pattern
             )
             try:
-                reply = _write(peer, without(record, path))
+                reply = _write(target, peer, without(record, path))
             except NodeFaultError as exc:
                 peer.conn.close()
                 peer = None  # the connection is gone: the next case reconnects
@@ -295,11 +327,11 @@ def t1_05_immutability(target: Target) -> Verdict:
     kid = original["knowledge_id"]
     peer = target.active()
     with peer.conn:
-        first = _write(peer, original)
+        first = _write(target, peer, original)
         if not _is_ack(first, Status.CREATED, Status.OK):
             return Verdict(False, f"could not store the original: {_describe(first)}", first.raw)
         try:
-            reply = _write(peer, overwrite_of(original))
+            reply = _write(target, peer, overwrite_of(original))
         except NodeViolationError as exc:
             return Verdict(
                 False,
@@ -430,7 +462,7 @@ def t1_08_content_id(target: Target) -> Verdict:
     expected = expected_knowledge_id(record)
     peer = target.active()
     with peer.conn:
-        reply = _write(peer, record)
+        reply = _write(target, peer, record)
         if not _is_ack(reply, Status.CREATED, Status.OK):
             return Verdict(False, f"write answered {_describe(reply)}", reply.raw)
         got = _ack_id(reply)
@@ -444,7 +476,7 @@ def t1_08_content_id(target: Target) -> Verdict:
     peer = target.active()
     with peer.conn:
         try:
-            probe = _write(peer, wrong)
+            probe = _write(target, peer, wrong)
         except NodeViolationError as exc:
             checks.append(Check("mismatched id refused", True, str(exc)))
             return Verdict(True, f"ack id = local id {expected}; a mismatched id was refused "

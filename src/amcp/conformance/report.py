@@ -85,6 +85,7 @@ class Report:
     results: tuple[TestResult, ...]
     not_implemented: tuple[NotImplementedTest, ...] = ()
     kit_version: str = field(default="")
+    cleanup: str = ""  # what became of the records the run stored (level1.cleanup)
 
     @property
     def passed(self) -> bool:
@@ -106,6 +107,7 @@ class Report:
         return {
             "schema": REPORT_SCHEMA,
             "kit_version": self.kit_version,
+            "cleanup": self.cleanup,
             "target": self.target,
             "level": self.level,
             "started_at": self.started_at,
@@ -148,6 +150,8 @@ def print_report(report: Report, console: Console) -> None:
             console.print(f"  [red]{r.id} {c.name}[/red]: {c.detail}")
     passed = sum(r.passed for r in report.results)
     console.print(f"{passed}/{len(report.results)} tests passed")
+    if report.cleanup:
+        console.print(f"[dim]cleanup: {report.cleanup}[/dim]")
     if report.not_implemented:
         console.print(
             f"[yellow]Level {report.level} is not fully implemented by this kit; "

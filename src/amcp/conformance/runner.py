@@ -7,7 +7,7 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 
 from amcp.conformance.client import KitIdentity, NodeFaultError
-from amcp.conformance.level1 import LEVEL_1, KitConfig, Spec, Target
+from amcp.conformance.level1 import LEVEL_1, KitConfig, Spec, Target, cleanup
 from amcp.conformance.report import NotImplementedTest, Report, TestResult, evidence_hex
 from amcp.conformance.upstream import UPSTREAM_TESTS, split
 
@@ -88,6 +88,7 @@ def run_level(
         if on_result is not None:
             on_result(result)
     return Report(
+        cleanup=cleanup(target),
         target=f"{host}:{port}",
         level=level,
         started_at=started_at,

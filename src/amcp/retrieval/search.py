@@ -62,6 +62,13 @@ class Hit:
     def knowledge_id(self) -> str:
         return self.item.knowledge_id
 
+    @property
+    def relevance(self) -> float | None:
+        """How much the record is about the query: its cosine to the query when the vector
+        search ranked it (None otherwise). ``score`` orders hits; this one can be compared
+        with a threshold (``amcp.agent.capture.resolve_recall``, AMQL ``semantic_match``)."""
+        return self.vector_score
+
 
 @dataclass(frozen=True, slots=True)
 class SearchTuning:

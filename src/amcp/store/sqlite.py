@@ -43,6 +43,7 @@ from amcp.store.base import (
     StoredRecord,
 )
 from amcp.store.chain import EMPTY_HEAD, GENESIS, link_hash
+from amcp.store.owner import check_ours
 from amcp.store.rowseal import Sealer
 from amcp.store.schema import migrate
 from amcp.store.sqlfilter import where_clause
@@ -83,8 +84,6 @@ def _restrict(path: Path) -> None:
         with contextlib.suppress(OSError):
             if name.exists() and name.stat().st_mode & 0o077:
                 name.chmod(_FILE_MODE)
-
-
 
 
 def _wal_mode(db: sqlite3.Connection, timeout_s: float) -> str:
@@ -136,6 +135,7 @@ class SQLiteStore(StateChanges, VerifiedReads, ChangeLog, IndexReads, AccessStat
             if not self.path.parent.is_dir():
                 self.path.parent.mkdir(parents=True, exist_ok=True, mode=_DIR_MODE)
             self._db = _connect(self.path, lock_timeout_s)
+            check_ours(self._db, self.path)  # before the first write: WAL, migrations
             mode = _wal_mode(self._db, lock_timeout_s)
             # NORMAL in WAL mode survives a killed process (only power loss can lose the
             # last transactions), which is the guarantee the import/ack path promises.

@@ -537,6 +537,17 @@ class IndexReads:
             ).fetchone()
         return int(row[0]) if row else None
 
+    def ids_with_prefix(self, prefix: str, limit: int) -> list[str]:
+        # A range on the UNIQUE index, not LIKE (which the index serves only under
+        # case_sensitive_like): ids are "K-" + lowercase hex, so prefix + "~" bounds it.
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT knowledge_id FROM records WHERE knowledge_id >= ? AND knowledge_id < ?"
+                " ORDER BY knowledge_id LIMIT ?",
+                (prefix, prefix + "~", limit),
+            ).fetchall()
+        return [str(r[0]) for r in rows]
+
     def iter_index_texts(self) -> Iterator[tuple[str, str]]:
         """(knowledge_id, lexical text) of every live record, for reindexing."""
         with self._lock:

@@ -44,12 +44,12 @@ def test_trivial_turn_only_recalls_profile() -> None:
 @dataclass(frozen=True)
 class Hit:
     text: str
-    score: float
+    relevance: float | None
 
 
 def test_resolve_recall_found_and_not_found() -> None:
     found = resolve_recall("my name", [Hit("a", 0.2), Hit("b", 0.9), Hit("c", 0.5)], threshold=0.4)
-    assert isinstance(found, Found) and [h.score for h in found.hits] == [0.9, 0.5]
+    assert isinstance(found, Found) and [h.relevance for h in found.hits] == [0.9, 0.5]
     nf = resolve_recall("what is my dog's name?", [Hit("a", 0.1)], threshold=0.4)
     assert isinstance(nf, NotFound) and nf.best_score == 0.1 and "won't guess" in nf.answer
     empty = resolve_recall("我的狗叫什么？", [])
@@ -101,3 +101,21 @@ def test_reader_rejects_non_utf8(tmp_path: Path) -> None:
     with pytest.raises(TranscriptError) as err:
         list(read_transcript(path))
     assert err.value.line == 2
+
+
+@pytest.mark.model
+def test_a_correct_hit_is_found_with_the_packaged_model(tmp_path: Path) -> None:
+    """Issue 20: a correct hit with fused score 0.21 came back as NotFound (the 0.35
+    threshold was compared with the rank-fused score, not with a relevance)."""
+    from amcp.memory import Memory
+
+    with Memory(tmp_path / "m.db", witness_dirs=[tmp_path / "w"]) as mem:
+        kid = mem.remember("Alice prefers tabs over spaces in Python code", scope="u").knowledge_id
+        mem.remember("The payments service deploys every Thursday", scope="u")
+        hits = mem.recall("what indentation does Alice like?", scope="u").hits
+        assert hits[0].score < 0.35  # a rank score: it says "first", not "relevant"
+        found = resolve_recall("what indentation does Alice like?", hits)
+        assert isinstance(found, Found) and found.best.knowledge_id == kid  # type: ignore[attr-defined]
+        nothing = resolve_recall("how tall is Mount Kilimanjaro?",
+                                 mem.recall("how tall is Mount Kilimanjaro?", scope="u").hits)
+        assert isinstance(nothing, NotFound)

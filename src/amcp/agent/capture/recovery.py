@@ -97,10 +97,19 @@ _X_KIND = {
 
 
 class Scored(Protocol):
-    """Anything a recall returns with a relevance score in [0, 1]."""
+    """Anything a recall returns with a relevance in [0, 1]: how much the hit is about the
+    query (``amcp.retrieval.search.Hit.relevance``: the query cosine), or None when nothing
+    measured it (a lexical-only store). Not the fused rank score: that says which hit is
+    first, not whether the first is any good."""
 
     @property
-    def score(self) -> float: ...
+    def relevance(self) -> float | None: ...
+
+
+# Calibrated on the packaged MiniLM's query cosines (bench/calibrate_thresholds.py,
+# bench/data/threshold_calibration.json): answered questions scored 0.45-0.84 against their
+# fact, unanswerable ones at most 0.26 against any fact (one outlier at 0.56).
+RELEVANCE_THRESHOLD = 0.35
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,13 +141,18 @@ class NotFound:
 
 
 def resolve_recall(
-    query: str, hits: Sequence[Scored], *, threshold: float = 0.35
+    query: str, hits: Sequence[Scored], *, threshold: float = RELEVANCE_THRESHOLD
 ) -> Found | NotFound:
-    """`Found` with the hits scoring >= `threshold`, else `NotFound` (R6)."""
+    """`Found` with the hits whose relevance is >= `threshold` (or unmeasured: a lexical
+    match is all a store without vectors can say), else `NotFound` (R6)."""
     if not 0.0 <= threshold <= 1.0:
         raise ValidationError("threshold", "must be in [0, 1]")
-    relevant = sorted((h for h in hits if h.score >= threshold), key=lambda h: -h.score)
+
+    def rel(h: Scored) -> float:
+        return 1.0 if h.relevance is None else h.relevance
+
+    relevant = sorted((h for h in hits if rel(h) >= threshold), key=lambda h: -rel(h))
     if relevant:
         return Found(tuple(relevant))
-    best = max((h.score for h in hits), default=None)
+    best = max((rel(h) for h in hits), default=None)
     return NotFound(query, best, threshold, lang_of(query))

@@ -118,6 +118,14 @@ def _always(m: re.Match[str]) -> Extract | None:
                    amf_type=KnowledgeType.PRINCIPLE)
 
 
+def _i_always(m: re.Match[str]) -> Extract | None:
+    obj = clip_object(m.group("obj"))
+    word = m.group(0).split()[1].lower()  # always / never / only
+    return Extract(f"User habit: {word} {obj}", f"User.Habit.{slug(obj)}", obj,
+                   predicate=Predicate.REQUIRES, importance=Importance.CRITICAL,
+                   amf_type=KnowledgeType.PRINCIPLE)
+
+
 def _never(m: re.Match[str]) -> Extract | None:
     obj = clip_object(m.group("obj"))
     return Extract(f"User rule: never {_u(obj)}", f"User.Rule.{slug(obj)}", obj,
@@ -266,6 +274,7 @@ _OBJ = r"(?P<obj>.{2,160})"
 _HINTS: dict[str, tuple[str, ...]] = {
     "pref.always": ("always",),
     "pref.never": ("never", "ever"),
+    "pref.i_always": ("always", "never", "only"),
     "pref.never_mid": ("ever",),
     "pref.from_now_on": ("from now on", "going forward", "henceforth", "future"),
     "pref.prefer": ("prefer",),
@@ -305,6 +314,10 @@ RULES_EN: tuple[Rule, ...] = tuple(
         ("pref.never", Category.PREFERENCE, rf"{_LEAD}(?:you should |you must |i want you to )?"
          rf"(?:never|never ever|don'?t ever|do not ever|please don'?t ever) (?P<obj>{_VERBS}\b.{{1,160}})",
          _I, _never),
+        # "I always use tabs, never spaces": a habit stated in the first person is a rule
+        # for the assistant too. Only with an imperative-class verb ("I always forget" is not).
+        ("pref.i_always", Category.PREFERENCE, rf"^\s*I\s+(?:always|never|only)\s+"
+         rf"(?P<obj>{_VERBS}\b.{{1,160}})", _I, _i_always),
         ("pref.never_mid", Category.PREFERENCE, rf"\b(?:don'?t|do not) ever (?P<obj>{_VERBS}\b.{{1,160}})",
          _I, _never),
         ("pref.from_now_on", Category.PREFERENCE, rf"\b(?:from now on|going forward|henceforth|"

@@ -66,9 +66,16 @@ def _favourite(m: re.Match[str]) -> Extract | None:
     return Extract(f"用户最喜欢的{what}是{obj}", f"User.Preference.{slug(what)}", obj)
 
 
+# What a standing instruction is about, between "以后" and "都": "以后回复都用中文" (replies
+# from now on in Chinese). A closed list: an open one would take "以后大家都会明白" (everyone
+# will understand later) for a rule.
+_TOPICS = r"回复|回答|答复|输出|代码|注释|提交信息|提交|文档|说明|消息|对话|交流|格式|命名|变量名|日志"
+
+
 def _always(m: re.Match[str]) -> Extract | None:
     obj = clip_object(m.group("obj"))
-    return Extract(f"用户规则：以后都{_u(obj)}", f"User.Rule.{slug(obj)}", obj,
+    topic = m.groupdict().get("topic") or ""
+    return Extract(f"用户规则：以后{topic}都{_u(obj)}", f"User.Rule.{slug(topic + obj)}", obj,
                    predicate=Predicate.REQUIRES, importance=Importance.CRITICAL,
                    amf_type=KnowledgeType.PRINCIPLE)
 
@@ -200,7 +207,9 @@ RULES_ZH: tuple[Rule, ...] = tuple(
     for rid, cat, pat, build in (
         # preference ------------------------------------------------------------------
         ("pref.always", Category.PREFERENCE, r"(?:以后|今后|从现在起|从今以后|往后|从今天起)[，,\s]*(?:请|你)?"
-         r"(?:都|一律|全部|统一|总是|每次都|一直)(?:要|请)?" + _CJK_OBJ, _always),
+         r"(?P<topic>(?:" + _TOPICS + r"){1,2})?(?:都|一律|全部|统一|总是|每次都|一直)(?:要|请)?"
+         + _CJK_OBJ,
+         _always),
         ("pref.always_start", Category.PREFERENCE, _RULE_LEAD + r"(?:总是|始终|一律|每次都要|每次都|务必|"
          r"一定要|永远要)" + _CJK_OBJ, _always),
         ("pref.never", Category.PREFERENCE, _RULE_LEAD + r"(?:永远|千万|绝对|再也|一定)?(?:不要|别再|别|"

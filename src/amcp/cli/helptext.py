@@ -1,0 +1,58 @@
+"""Help pages for people: value placeholders in words, not Python annotations.
+
+Typer labels every option with its annotation (``<bool>``, ``<list[str]>``, ``<path>``),
+which reads as noise to someone who has never seen the code. Here, once, for the whole
+command tree: flags get no placeholder (``--json``, not ``--json <bool>``), values get a
+word (``--scope TEXT``, ``--store PATH``), arguments their name in capitals.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+_WORDS = {
+    "str": "TEXT",
+    "int": "INTEGER",
+    "float": "NUMBER",
+    "path": "PATH",
+    "file": "PATH",
+    "directory": "DIR",
+}
+
+
+def _placeholder(param: Any, ctx: Any) -> str:
+    label = str(param.display_type(ctx)).strip("<>")
+    if label.startswith("list[") and label.endswith("]"):
+        label = label[5:-1]  # repeatable: the help line says so, the placeholder need not
+    if "|" in label:  # a choice: the values themselves are the best placeholder
+        return "[" + label + "]"
+    if label.endswith(" range"):
+        label = label[: -len(" range")]
+    return _WORDS.get(label, label.upper())
+
+
+def _no_type(ctx: Any) -> None:
+    del ctx  # an argument's name already says what it takes (``TEXT``, ``PATH``)
+
+
+def humanise(command: Any) -> None:
+    """Set readable placeholders on every parameter of ``command`` and its subcommands."""
+    import typer
+
+    ctx = typer.Context(command, info_name=command.name)
+    helper = command.get_help_option(ctx)  # made once per command and kept by it
+    params = [*command.params, *([helper] if helper is not None else [])]
+    for param in params:
+        if param.param_type_name == "argument":
+            param.metavar = param.metavar or _placeholder(param, ctx)
+            # Typer prints an argument's annotation beside its name whatever the metavar;
+            # this instance's label is all there is to say.
+            param.display_type_rich = _no_type
+        elif param.metavar is not None:
+            continue  # named on purpose where it is declared
+        elif getattr(param, "is_flag", False):
+            param.metavar = ""
+        else:
+            param.metavar = _placeholder(param, ctx)
+    for sub in getattr(command, "commands", {}).values():
+        humanise(sub)
