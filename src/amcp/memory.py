@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -54,12 +54,6 @@ if TYPE_CHECKING:  # embedders load on first use: lexical-only readers skip them
 
 MAX_K = 1000
 DEFAULT_NODE_URI = "amcp://db.amcp.local"
-
-
-@dataclass(slots=True)
-class _Sweep:
-    last: float = 0.0
-    interval: float = 30.0  # TTL sweeps are cheap but not free; recall filters expiry anyway
 
 
 def record_filter(
@@ -131,7 +125,6 @@ class Memory(WritePath):
             else None
         )
         self.searcher = HybridSearcher(self.store, self.embedder, snapshot=self._snapshot_path())
-        self._sweep = _Sweep()
 
     # ------------------------------------------------------------------ setup
 
@@ -288,6 +281,14 @@ class Memory(WritePath):
         self.searcher.removed(rowid)
         return WriteOutcome(knowledge_id, Status.NO_CONTENT, hlc)
 
+    def maintain(self, now: float | None = None) -> list[str]:
+        """What a long-running server runs as its own periodic task, never inside a read
+        (issue 15: a recall used to run the TTL sweep, a write, on whatever thread called
+        it): archive every record whose TTL has run out. Reads already leave expired records
+        out by their expiry, so a process that never maintains serves the same answers; the
+        archive makes it lasting and logged. Returns the ids archived."""
+        return self.expire(now)
+
     def expire(self, now: float | None = None) -> list[str]:
         """Archive every active record whose TTL has run out. Returns their ids."""
         now = time.time() if now is None else now
@@ -352,8 +353,7 @@ class Memory(WritePath):
         if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_K:
             raise ValidationError("k", f"must be an integer from 1 to {MAX_K}")
         started = time.perf_counter()
-        now = time.time()
-        self._maybe_expire(now)
+        now = time.time()  # an expired record is left out by its expiry; maintain() archives it
         flt = record_filter(
             scope=scope, types=types, tags=tags, kinds=kinds, lifecycles=lifecycles,
             created_after=created_after, created_before=created_before, now=now,
@@ -423,11 +423,6 @@ class Memory(WritePath):
         if state.sensitive and not reveal:
             record = redact(record)
         return replace(item, record=record)
-
-    def _maybe_expire(self, now: float) -> None:
-        if now - self._sweep.last >= self._sweep.interval:
-            self._sweep.last = now
-            self.expire(now)
 
     # ------------------------------------------------------------------ maintenance
 

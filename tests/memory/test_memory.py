@@ -289,3 +289,14 @@ def test_minilm_store_reopens_in_its_recorded_precision(tmp_path: Path) -> None:
     Memory(path8, embedder=MiniLMEmbedder(precision="int8", backend="onnx")).close()
     with Memory(path8, embedder="auto") as m:
         assert m.embedder is not None and m.embedder.model_id == MODEL_ID_INT8
+
+
+def test_a_read_never_writes_and_maintain_archives(mem: Memory) -> None:
+    """Issue 15: recall no longer runs the TTL sweep (a write) on the caller's thread; an
+    expired record is left out of answers by its expiry, and ``maintain`` archives it."""
+    r = mem.remember("short lived parking note", ttl=3600, scope="team:x")
+    head = mem.store.get_meta("chain_head")
+    assert mem.recall("short lived parking note", scope="team:x").hits
+    assert mem.store.get_meta("chain_head") == head  # the read wrote nothing
+    assert mem.maintain(now=time.time() + 7200) == [r.knowledge_id]
+    assert mem.get(r.knowledge_id).state.lifecycle is Lifecycle.ARCHIVED

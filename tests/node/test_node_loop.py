@@ -45,3 +45,34 @@ def test_node_and_client_on_uvloop(tmp_path: Path, encryption: bool) -> None:
 def test_without_uvloop_the_asyncio_loop_is_used(tmp_path: Path) -> None:
     assert loop_factory(prefer_uvloop=False) is asyncio.new_event_loop
     assert _round_trips(tmp_path, uv=False, encryption=False) == "asyncio"
+
+
+def test_the_node_maintains_on_its_own_schedule(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """The TTL sweep is a task of the node's (Limits.maintenance_interval), run on its
+    write thread, not a side effect of a read."""
+    import asyncio
+    import time
+
+    from amcp.amf.types import Lifecycle
+    from amcp.memory import Memory
+    from amcp.node import NodeServer
+    from amcp.node.config import Limits
+
+    mem = Memory(tmp_path / "m.db", embedder="hashing")
+    rec = mem.remember("a note that expires in a second", ttl=1, scope="team:x")
+
+    async def run() -> None:
+        server = NodeServer(mem, limits=Limits(maintenance_interval=0.05))
+        await server.start("127.0.0.1", 0)
+        try:
+            deadline = time.monotonic() + 20  # its TTL runs out after 1 s; then one round
+            while time.monotonic() < deadline:
+                if mem.get(rec.knowledge_id).state.lifecycle is Lifecycle.ARCHIVED:
+                    return
+                await asyncio.sleep(0.05)
+        finally:
+            await server.close()
+
+    asyncio.run(run())
+    assert mem.get(rec.knowledge_id).state.lifecycle is Lifecycle.ARCHIVED
+    mem.close()

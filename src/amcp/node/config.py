@@ -49,11 +49,16 @@ class Limits:
     close_grace: float = 0.5
     # Blocking Memory calls run on this many threads (writes on one more, serialised).
     read_threads: int = 4
+    # Seconds between maintenance rounds (Memory.maintain: TTL expiry), run on the write
+    # thread as a task of their own, never inside a request.
+    maintenance_interval: float = 30.0
     timeouts: Timeouts = field(default_factory=Timeouts)
 
     def __post_init__(self) -> None:
         if self.max_connections < 1 or self.max_inflight < 1 or self.read_threads < 1:
             raise ValueError("connection, in-flight and thread limits must be positive")
+        if self.maintenance_interval <= 0:
+            raise ValueError("maintenance_interval must be positive")
         if not 0 <= self.write_low_water <= self.write_high_water:
             raise ValueError("write_low_water must be between 0 and write_high_water")
 

@@ -101,6 +101,7 @@ class NodeServer:
         self._read_pool = ThreadPoolExecutor(self.limits.read_threads, "amcp-read")
         self._write_pool = ThreadPoolExecutor(1, "amcp-write")
         self.refused = 0  # connections closed at once because of max_connections
+        self._maintenance: asyncio.Task[None] | None = None
         # Every socket read lands here (get_buffer); see _Connection.buffer_updated.
         self._read_buffer = memoryview(bytearray(self.limits.read_chunk))
 
@@ -133,6 +134,20 @@ class NodeServer:
                 functools.partial(_Connection, self, trust), str(path),
             ))
             os.chmod(path, 0o600)  # the unix socket is the owner's: local trust is granted
+        if self._maintenance is None:
+            self._maintenance = loop.create_task(self._maintain_every())
+
+    async def _maintain_every(self) -> None:
+        """``Memory.maintain`` every ``limits.maintenance_interval`` seconds, on the write
+        thread (writes stay serialised in one place); a failed round is logged and retried
+        next time."""
+        loop = asyncio.get_running_loop()
+        while True:
+            await asyncio.sleep(self.limits.maintenance_interval)
+            try:
+                await loop.run_in_executor(self._write_pool, self.memory.maintain)
+            except Exception:
+                log.warning("maintenance round failed", exc_info=True)
 
     @property
     def addresses(self) -> list[Any]:
@@ -150,6 +165,11 @@ class NodeServer:
         await asyncio.gather(*(s.serve_forever() for s in self._servers))
 
     async def close(self) -> None:
+        if self._maintenance is not None:
+            self._maintenance.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._maintenance
+            self._maintenance = None
         for srv in self._servers:
             srv.close()
         for conn in list(self._conns):
