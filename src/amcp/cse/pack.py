@@ -346,67 +346,21 @@ def build_pack(
     proj = project or (scope_t[0] if scope_t else "default")
     flt = RecordFilter(scopes=scope_t, now=when)
     z = _Zones(allocate(budget_tokens))
-    header = {
-        "amcp": AMF_VERSION, "node": memory.node_uri, "project": proj,
-        "task_sha256": hashlib.sha256(task.encode()).hexdigest()[:16],
-    }
-    header_tokens = token_cost(len(packb_parts(header)))
-    if header_tokens > z.budgets[Zone.RESERVED]:
-        need = header_tokens * 100
-        raise ValidationError(
-            "budget_tokens",
-            f"{budget_tokens} is too small: RESERVED (1%) must hold the {header_tokens}-token "
-            f"protocol header, so the budget must be at least {need}",
-        )
-    z.used[Zone.RESERVED] = header_tokens
+    header = _header(memory, task, proj, z, budget_tokens)
     timings: dict[str, float] = {}
 
     # 1-2: preselect (bounded), then resolve states and cached views. Derived answers
     # (core ranking, version, signals) are kept per store under the change-log mark.
     mark = change_mark(memory.store)
     hits = _hits(memory, task, flt)
-    rel = dict(hits)
     core_ids: list[str] = []
     for ktype in CORE_TYPES:
         core_flt = RecordFilter(scopes=scope_t, types=(ktype,), now=when)
         core_ids.extend(ranked_ids(memory.store, core_flt, CORE_PICK, mark))
-    cands = _candidates(memory, rel, [*core_ids, *(k for k, _ in hits)], when, flt)
+    cands = _candidates(memory, dict(hits), [*core_ids, *(k for k, _ in hits)], when, flt)
     timings["candidates_ms"] = (time.perf_counter() - started) * 1000
-
-    # 3-4: CORE_PRINCIPLES — full where it fits, else a pointer; never evicted.
-    core = _by_roi([c for c in cands if c.entry.type in CORE_TYPES])
-    degraded: list[str] = []
-    for c in core:
-        if not z.place(c, Zone.CORE_PRINCIPLES):
-            z.place(c, Zone.CORE_PRINCIPLES, form="pointer")
-    core_full = [it for it in z.items if it.zone is Zone.CORE_PRINCIPLES and it.form == "full"]
-    if core and not core_full:
-        degraded.append(
-            f"CORE_PRINCIPLES ({z.budgets[Zone.CORE_PRINCIPLES]} tokens) cannot hold one core "
-            "record in full: " + ("pointers only" if z.used.get(Zone.CORE_PRINCIPLES) else "empty")
-        )
-
-    # 5: HIGH_ROI — task-relevant records by ROI.
-    rest = _by_roi([c for c in cands if c.kid not in z.placed and c.relevance > 0.0])
-    spill: list[_Cand] = []
-    for c in rest:
-        if not z.place(c, Zone.HIGH_ROI):
-            spill.append(c)
-
-    # 6: MEDIUM_ROI — the rest plus the gravity neighbours of the best HIGH_ROI records.
-    high = [it for it in z.items if it.zone is Zone.HIGH_ROI]
-    pulled = {c.kid: c for c in _gravity(memory, high, cands, z.placed, when, flt)}
-    medium = _by_roi([*(c for c in spill if c.kid not in pulled), *pulled.values()])
-    overflow: list[_Cand] = []
-    for c in medium:
-        if not z.place(c, Zone.MEDIUM_ROI):
-            overflow.append(c)
-    w_budget = z.budgets[Zone.WORKING_MEMORY]
-    z.used[Zone.WORKING_MEMORY] = min(working, w_budget)
-    if w_budget and working >= NEAR_FULL * w_budget:
-        overflow = _compress_medium(z, medium) + overflow
-    for c in overflow:
-        z.place(c, Zone.OVERFLOW_BUFFER, form="pointer")
+    degraded = _place_core(z, cands)
+    _place_by_roi(memory, z, cands, working, when, flt)
 
     urgent, pending = _signals(memory, scope_t, when, mark)
     zones = {zone: ZoneUse(z.budgets[zone], z.used.get(zone, 0)) for zone in Zone}
@@ -423,6 +377,66 @@ def build_pack(
     timings["total_ms"] = (time.perf_counter() - started) * 1000
     return Pack(**{**{f: getattr(pack, f) for f in Pack.__dataclass_fields__},
                    "digest": digest, "timings": timings})
+
+
+def _header(memory: MemoryWriter, task: str, proj: str, z: _Zones,
+            budget_tokens: int) -> dict[str, Any]:
+    """The pack's protocol header, charged to RESERVED (which must hold it)."""
+    header = {
+        "amcp": AMF_VERSION, "node": memory.node_uri, "project": proj,
+        "task_sha256": hashlib.sha256(task.encode()).hexdigest()[:16],
+    }
+    header_tokens = token_cost(len(packb_parts(header)))
+    if header_tokens > z.budgets[Zone.RESERVED]:
+        need = header_tokens * 100
+        raise ValidationError(
+            "budget_tokens",
+            f"{budget_tokens} is too small: RESERVED (1%) must hold the {header_tokens}-token "
+            f"protocol header, so the budget must be at least {need}",
+        )
+    z.used[Zone.RESERVED] = header_tokens
+    return header
+
+
+def _place_core(z: _Zones, cands: Sequence[_Cand]) -> list[str]:
+    """3-4: CORE_PRINCIPLES, full where it fits, else a pointer; never evicted. Returns
+    what degraded."""
+    core = _by_roi([c for c in cands if c.entry.type in CORE_TYPES])
+    for c in core:
+        if not z.place(c, Zone.CORE_PRINCIPLES):
+            z.place(c, Zone.CORE_PRINCIPLES, form="pointer")
+    core_full = [it for it in z.items if it.zone is Zone.CORE_PRINCIPLES and it.form == "full"]
+    if core and not core_full:
+        return [
+            f"CORE_PRINCIPLES ({z.budgets[Zone.CORE_PRINCIPLES]} tokens) cannot hold one core "
+            "record in full: " + ("pointers only" if z.used.get(Zone.CORE_PRINCIPLES) else "empty")
+        ]
+    return []
+
+
+def _place_by_roi(memory: MemoryWriter, z: _Zones, cands: Sequence[_Cand], working: int,
+                  when: float, flt: RecordFilter) -> None:
+    """5-7: HIGH_ROI by ROI; MEDIUM_ROI the rest plus the gravity neighbours of the best
+    HIGH_ROI records; what does not fit (or a working memory near full) as pointers in the
+    OVERFLOW_BUFFER."""
+    rest = _by_roi([c for c in cands if c.kid not in z.placed and c.relevance > 0.0])
+    spill: list[_Cand] = []
+    for c in rest:
+        if not z.place(c, Zone.HIGH_ROI):
+            spill.append(c)
+    high = [it for it in z.items if it.zone is Zone.HIGH_ROI]
+    pulled = {c.kid: c for c in _gravity(memory, high, cands, z.placed, when, flt)}
+    medium = _by_roi([*(c for c in spill if c.kid not in pulled), *pulled.values()])
+    overflow: list[_Cand] = []
+    for c in medium:
+        if not z.place(c, Zone.MEDIUM_ROI):
+            overflow.append(c)
+    w_budget = z.budgets[Zone.WORKING_MEMORY]
+    z.used[Zone.WORKING_MEMORY] = min(working, w_budget)
+    if w_budget and working >= NEAR_FULL * w_budget:
+        overflow = _compress_medium(z, medium) + overflow
+    for c in overflow:
+        z.place(c, Zone.OVERFLOW_BUFFER, form="pointer")
 
 
 def _gravity(
