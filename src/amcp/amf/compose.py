@@ -81,6 +81,33 @@ def _keyword_errors(fn: Callable[P, AMFRecord]) -> Callable[P, AMFRecord]:
     return wrapper
 
 
+def _check_text(text: str | None, obj: str | None) -> None:
+    if text is None and obj is None:
+        raise ValidationError("text", "give the memory's text (or core.object)")
+    if text is not None and not isinstance(text, str):
+        raise ValidationError("text", f"must be a string, not {text.__class__.__name__}")
+    if text is not None and len(text) > MAX_TEXT_CHARS and len(text.encode()) > MAX_TEXT_BYTES:
+        raise ValidationError(
+            "text",
+            f"{len(text.encode()):,} bytes is too long for one memory (at most "
+            f"{MAX_TEXT_BYTES:,}: a record is at most 1 MiB and holds its text twice, as its "
+            "triple's object and its annotation); store it in parts",
+        )
+
+
+def _extensions(extensions: Mapping[str, Any] | None, kind: str | None,
+                ttl: float | None) -> dict[str, Any]:
+    """The vendor extensions, with ``x-kind`` and ``x-ttl`` from their own arguments."""
+    ext: dict[str, Any] = dict(extensions or {})
+    if kind:
+        ext["x-kind"] = kind
+    if ttl is not None:
+        if isinstance(ttl, bool) or not isinstance(ttl, int | float) or ttl < 0:
+            raise ValidationError("ttl", "must be a non-negative number of seconds")
+        ext["x-ttl"] = ttl
+    return ext
+
+
 @_keyword_errors
 def compose_record(
     text: str | None = None,
@@ -118,25 +145,9 @@ def compose_record(
     scopes = (scope,) if isinstance(scope, str) else tuple(scope)
     if not scopes:
         raise ValidationError("scope", "at least one scope is required ('*' = global)")
-    if text is None and object is None:
-        raise ValidationError("text", "give the memory's text (or core.object)")
-    if text is not None and not isinstance(text, str):
-        raise ValidationError("text", f"must be a string, not {text.__class__.__name__}")
-    if text is not None and len(text) > MAX_TEXT_CHARS and len(text.encode()) > MAX_TEXT_BYTES:
-        raise ValidationError(
-            "text",
-            f"{len(text.encode()):,} bytes is too long for one memory (at most "
-            f"{MAX_TEXT_BYTES:,}: a record is at most 1 MiB and holds its text twice, as its "
-            "triple's object and its annotation); store it in parts",
-        )
+    _check_text(text, object)
     ktype = enum_value(KnowledgeType, type, "type")
-    ext: dict[str, Any] = dict(extensions or {})
-    if kind:
-        ext["x-kind"] = kind
-    if ttl is not None:
-        if isinstance(ttl, bool) or not isinstance(ttl, int | float) or ttl < 0:
-            raise ValidationError("ttl", "must be a non-negative number of seconds")
-        ext["x-ttl"] = ttl
+    ext = _extensions(extensions, kind, ttl)
     ev = list(evidence or [])
     if session:
         ev.append(session if session.startswith("session:") else f"session:{session}")
