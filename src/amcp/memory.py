@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -28,7 +28,10 @@ from amcp.errors import (
     StoreIntegrityError,
     ValidationError,
 )
+from amcp.firewall import Firewall, Provenance, Trust, WriterKeys
+from amcp.firewall import serve as firewall_serve
 from amcp.keyring import Keyring
+from amcp.memory_review import ReviewPath
 from amcp.memory_writes import WriteOutcome, WritePath
 from amcp.retrieval.choice import resolve_embedder
 from amcp.retrieval.search import Hit, HybridSearcher
@@ -53,6 +56,8 @@ class RecallResult:
     query: str
     hits: tuple[Hit, ...]
     took_ms: float
+    # Each hit's provenance as the firewall verified it (origin, verification, label).
+    trust: Mapping[str, Trust] = field(default_factory=dict)
 
     @property
     def records(self) -> list[AMFRecord]:
@@ -65,7 +70,7 @@ class _Sweep:
     interval: float = 30.0  # TTL sweeps are cheap but not free; recall filters expiry anyway
 
 
-class Memory(WritePath):
+class Memory(WritePath, ReviewPath):
     """Open (or create) a memory store. Use as a context manager or call ``close()``."""
 
     def __init__(
@@ -96,6 +101,14 @@ class Memory(WritePath):
         )
         self.searcher = HybridSearcher(self.store, self.embedder, snapshot=self._snapshot_path())
         self._sweep = _Sweep()
+        self.firewall: Firewall | None = Firewall(
+            WriterKeys(self.keyring.directory), self._local_public_key()
+        )
+
+    def _local_public_key(self) -> str:
+        from amcp.amf.ids import public_key_text
+
+        return public_key_text(self.keyring.signing_key.public_key())
 
     # ------------------------------------------------------------------ setup
 
@@ -130,8 +143,10 @@ class Memory(WritePath):
         """Store one memory. ``text`` alone is enough; the triple is derived from it.
 
         ``fields`` are ``compose``'s keyword arguments (type, scope, subject, tags, kind,
-        context, created_at, ttl, session, ...). ``sensitive`` records are encrypted at rest
-        and redacted in recall and exports unless revealed.
+        context, created_at, ttl, session, ...) and ``provenance`` (origin, writer,
+        signature: docs/firewall.md; without it the record is this node's own). ``sensitive``
+        records are encrypted at rest and redacted in recall and exports unless revealed.
+        The outcome's ``held`` says why the firewall stored it as a draft, if it did.
         """
         if sensitive:
             fields = self._salted(fields)
@@ -156,6 +171,12 @@ class Memory(WritePath):
         See ``amcp.amf.compose.compose_record`` for the fields.
         """
         fields.setdefault("created_by", self.node_uri)
+        claim = fields.pop("provenance", None)
+        if claim is not None:
+            # In the extensions, so the envelope and the signed log cover the claim.
+            ext = dict(fields.get("extensions") or {})
+            ext["x-provenance"] = Provenance.parse(claim).to_ext()
+            fields["extensions"] = ext
         return compose_record(text, key=self.keyring.signing_key, **fields)
 
     def remember_many(self, items: Iterable[Mapping[str, Any]]) -> list[WriteOutcome]:
@@ -311,6 +332,7 @@ class Memory(WritePath):
         started = time.perf_counter()
         now = time.time()
         self._maybe_expire(now)
+        tags, wanted = firewall_serve.split_tags(tags)
         flt = RecordFilter(
             scopes=((scope,) if isinstance(scope, str) else tuple(scope)) if scope else None,
             types=tuple(enum_value(KnowledgeType, t, "types") for t in types) if types else None,
@@ -327,11 +349,23 @@ class Memory(WritePath):
             else None,
             now=now,
         )
-        hits = self.searcher.search(query, flt, k, now=now)
+        hits = self.searcher.search(query, flt, firewall_serve.window(k, MAX_K), now=now)
+        trust: dict[str, Trust] = {}
+        if self.firewall is not None:
+            hits, trust = firewall_serve.screen_hits(hits, self.firewall, k, wanted)
+        hits = hits[:k]
         if touch and hits:
             self.store.touch([h.knowledge_id for h in hits], now)
-        shown = tuple(replace(h, item=self._view(h.item, reveal)) for h in hits)
-        return RecallResult(query, shown, (time.perf_counter() - started) * 1000)
+        shown = tuple(replace(h, item=self._served(h.item, reveal, trust)) for h in hits)
+        return RecallResult(query, shown, (time.perf_counter() - started) * 1000, trust)
+
+    def _served(self, item: StoredRecord, reveal: bool, trust: Mapping[str, Trust]) -> StoredRecord:
+        """Recall's view: ``_view``, and instruction-shaped text withheld (firewall)."""
+        item = self._view(item, reveal)
+        t = trust.get(item.knowledge_id)
+        if t is None or not t.instruction or item.record is None:
+            return item
+        return replace(item, record=firewall_serve.withheld(item.record, t))
 
     def list_records(
         self,

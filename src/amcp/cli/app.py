@@ -54,11 +54,19 @@ def remember(
     confidence: float = 0.9,
     ttl: Annotated[float | None, typer.Option(help="Seconds until it expires.")] = None,
     sensitive: bool = False,
+    origin: Annotated[str | None, typer.Option(
+        help="user, agent, tool, external, import or peer (docs/firewall.md)")] = None,
+    writer: Annotated[str | None, typer.Option(help="The signing writer's identity.")] = None,
+    signature: Annotated[str | None, typer.Option(help="The writer's signature.")] = None,
     store: StoreOpt = None,
     embedder: EmbedOpt = "auto",
     json_: JsonOpt = False,
 ) -> None:
     """Store a memory."""
+    claim = None
+    if origin or writer or signature:
+        claim = {"origin": origin or "user", "writer": writer, "signature": signature}
+        claim = {k: v for k, v in claim.items() if v is not None}
     with open_memory(store, embedder, create=True) as mem:
         res = mem.remember(
             text,
@@ -69,6 +77,7 @@ def remember(
             confidence=confidence,
             ttl=ttl,
             sensitive=sensitive,
+            provenance=claim,
         )
     if json_:
         emit_json(
@@ -77,11 +86,14 @@ def remember(
                 "status": int(res.status),
                 "duplicate_of": res.duplicate_of,
                 "near_duplicates": res.near_duplicates,
+                "held": res.held,
             }
         )
         return
     verb = "stored" if res.created else "already stored"
     out.print(f"{verb} {res.knowledge_id}")
+    if res.held:
+        out.print(f"  held as a draft: {res.held} (amcp drafts; amcp confirm ID)")
     for kid, score in res.near_duplicates:
         out.print(f"  near-duplicate of {kid} (cosine {score:.3f})")
 
@@ -106,18 +118,20 @@ def recall(
             {
                 "query": query,
                 "took_ms": round(res.took_ms, 2),
-                "results": [hit_json(h) for h in res.hits],
+                "results": [hit_json(h, res.trust.get(h.knowledge_id)) for h in res.hits],
             }
         )
         return
     if not res.hits:
         out.print("nothing found")
         return
-    table = Table("score", "id", "type", "text", box=None)
+    table = Table("score", "id", "type", "text", "from", box=None)
     for h in res.hits:
         rec = h.item.record
         assert rec is not None
-        table.add_row(f"{h.score:.4f}", h.knowledge_id[:14] + "…", rec.type.value, rec.text[:100])
+        trust = res.trust.get(h.knowledge_id)
+        table.add_row(f"{h.score:.4f}", h.knowledge_id[:14] + "…", rec.type.value,
+                      rec.text[:100], trust.label() if trust else "")
     out.print(table)
     out.print(f"[dim]{len(res.hits)} results in {res.took_ms:.1f} ms[/dim]")
 
@@ -309,6 +323,7 @@ from amcp.cli import agents_cmd, context_cmd  # noqa: E402, F401 - agents_cmd re
 from amcp.cli.api_cmd import http, mcp  # noqa: E402
 from amcp.cli.brain_cmd import brain_app  # noqa: E402
 from amcp.cli.conformance_cmd import conformance  # noqa: E402
+from amcp.cli.firewall_cmd import confirm, drafts, reject, writers_app  # noqa: E402
 from amcp.cli.hooks_cmd import capture, hook_app, hooks_app  # noqa: E402
 from amcp.cli.portability_cmd import export_cmd, import_cmd  # noqa: E402
 from amcp.cli.serve_cmd import serve, trust_app  # noqa: E402
@@ -334,6 +349,10 @@ app.command("export")(export_cmd)
 app.add_typer(brain_app, name="brain")
 app.command("setup")(setup_cmd)
 app.command("verify")(verify)
+app.command("drafts")(drafts)
+app.command("confirm")(confirm)
+app.command("reject")(reject)
+app.add_typer(writers_app, name="writers")
 
 
 def main() -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from amcp.cli.common import out
+from amcp.firewall import Trust
 from amcp.retrieval.search import Hit
 from amcp.store.base import StoredRecord
 
@@ -27,8 +28,10 @@ def item_json(item: StoredRecord) -> dict[str, Any]:
     }
 
 
-def hit_json(hit: Hit) -> dict[str, Any]:
+def hit_json(hit: Hit, trust: Trust | None = None) -> dict[str, Any]:
     data = item_json(hit.item)
+    if trust is not None:
+        data["trust"] = trust.to_dict()
     data["score"] = round(hit.score, 6)
     data["lexical_rank"] = hit.lexical_rank
     data["vector_rank"] = hit.vector_rank
