@@ -6,19 +6,36 @@ from __future__ import annotations
 
 import base64
 import secrets
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.table import Table
 
-from amcp.cli.common import emit_json, friendly, open_memory, out
+from amcp.cli.common import emit_json, friendly, open_memory, out, store_path
 from amcp.cli.views import item_json
+from amcp.errors import AmcpError
 
 StoreOpt = Annotated[
     Path | None, typer.Option("--store", "-s", help="Store file (default $AMCP_HOME/memory.db).")
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
+
+@contextmanager
+def _bare(store: Path | None, *, create: bool = False) -> Iterator[Any]:
+    """The store without its embedder: listing and refusing drafts or editing writer keys
+    embeds nothing, so it need not load a model (``confirm`` does: the released record
+    joins the vector index)."""
+    from amcp.memory import Memory
+
+    path = store_path(store)
+    if not create and not path.exists():
+        raise AmcpError(f"no store at {path}; run `amcp init` first (or pass --store)")
+    with Memory(path, embedder=None, check_embedder=False) as mem:
+        yield mem
+
 
 writers_app = typer.Typer(help="Writer keys per scope: what provenance signatures verify "
                           "against (docs/firewall.md).", no_args_is_help=True)
@@ -32,7 +49,7 @@ def drafts(
     json_: JsonOpt = False,
 ) -> None:
     """List what the memory firewall holds as drafts (never served until confirmed)."""
-    with open_memory(store, "none") as mem:
+    with _bare(store) as mem:
         held = mem.drafts(scope, limit=limit)
     if json_:
         emit_json({"items": [item_json(it) for it in held]})
@@ -65,7 +82,7 @@ def reject(
     store: StoreOpt = None,
 ) -> None:
     """Refuse a held draft: invalidated with the reason, never served."""
-    with open_memory(store, "none") as mem:
+    with _bare(store) as mem:
         mem.reject(knowledge_id, reason)
     out.print(f"rejected {knowledge_id}")
 
@@ -88,7 +105,7 @@ def writers_add(
     if new_hmac:
         secret = secrets.token_bytes(32)
     public = base64.b64decode(ed25519, validate=True) if ed25519 else None
-    with open_memory(store, "none", create=True) as mem:
+    with _bare(store, create=True) as mem:
         assert mem.firewall is not None
         mem.firewall.keys.register(scope, writer, ed25519_public=public, hmac_secret=secret)
     out.print(f"registered writer {writer!r} for scope {scope!r}")
@@ -100,7 +117,7 @@ def writers_add(
 @friendly
 def writers_list(store: StoreOpt = None, json_: JsonOpt = False) -> None:
     """Scopes with writer keys, and which kinds of key each writer has."""
-    with open_memory(store, "none") as mem:
+    with _bare(store) as mem:
         assert mem.firewall is not None
         keys = mem.firewall.keys
         rows = [(k.scope, k.writer, bool(k.ed25519), bool(k.hmac))
@@ -118,7 +135,7 @@ def writers_list(store: StoreOpt = None, json_: JsonOpt = False) -> None:
 @friendly
 def writers_remove(scope: str, writer: str, store: StoreOpt = None) -> None:
     """Remove a writer's keys from a scope (its earlier records then read as unverified)."""
-    with open_memory(store, "none") as mem:
+    with _bare(store) as mem:
         assert mem.firewall is not None
         gone = mem.firewall.keys.remove(scope, writer)
     out.print(("removed" if gone else "no such writer") + f" {writer!r} in {scope!r}")

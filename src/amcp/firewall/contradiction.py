@@ -19,7 +19,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-_LABEL = re.compile(r"^\s*(?:[A-Za-z]+\s*){1,3}:\s*")
+# Words separated by required whitespace: "(?:[A-Za-z]+\s*){1,3}" would try every split of
+# one long word (cubic backtracking on a 3,000-letter token).
+_LABEL = re.compile(r"^\s*[A-Za-z]+(?:\s+[A-Za-z]+){0,2}\s*:\s*")
+MAX_STATEMENT = 300  # characters: an attribute statement is one short sentence
 _ATTR = re.compile(
     r"^\s*(?:the\s+)?(?P<key>(?:[\w-]+'s|my|our|his|her|their)(?:\s+[\w-]+){1,5}?)\s+"
     r"(?:now\s+|still\s+|currently\s+)?(?P<verb>is|are|was|were|(?:ends?|ending)\s+in|"
@@ -37,6 +40,8 @@ class Claim:
 
 def claim_of(text: str) -> Claim | None:
     """The attribute statement ``text`` makes, or None."""
+    if len(text) > MAX_STATEMENT:
+        return None
     body = _LABEL.sub("", text, count=1)
     m = _ATTR.match(body)
     if m is None:

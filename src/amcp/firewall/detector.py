@@ -8,16 +8,14 @@ cap is the length limit a record can have, ``amcp.amf.ids.check_size``).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from amcp.firewall.rules import RULES, TARGET, Rule
+from amcp.lean import NamedTuple  # on the hooks' path: no typing, dataclasses
 
 MAX_SCANNED = 64 * 1024
 WITHHELD = "[withheld by the memory firewall: instruction-shaped]"
 
 
-@dataclass(frozen=True, slots=True)
-class Finding:
+class Finding(NamedTuple):
     rule: str
     start: int
     end: int

@@ -9,13 +9,14 @@ edited after the write without the store quarantining the record. What the claim
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any
 
 from amcp.errors import ValidationError
+from amcp.lean import TYPE_CHECKING, NamedTuple  # on the hooks' path: no typing, dataclasses
 
 if TYPE_CHECKING:
+    from typing import Any
+
     from amcp.amf.record import AMFRecord
 
 EXTENSION = "x-provenance"
@@ -35,8 +36,7 @@ class Origin(StrEnum):
     PEER = "peer"  # another node sent it
 
 
-@dataclass(frozen=True, slots=True)
-class Provenance:
+class Provenance(NamedTuple):
     origin: Origin
     writer: str | None = None  # the writer's identity, as its key is registered
     signature: str | None = None  # "ed25519:<b64>", "hmac-sha256:<hex>" or bare hex (HMAC)

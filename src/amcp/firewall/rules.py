@@ -14,11 +14,11 @@ set): keep it under 0.5 %.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+
+from amcp.lean import NamedTuple  # on the hooks' path: no typing, dataclasses
 
 
-@dataclass(frozen=True, slots=True)
-class Rule:
+class Rule(NamedTuple):
     name: str  # the label a flagged record carries: "instruction:<name>"
     lang: str
     pattern: re.Pattern[str]
@@ -54,10 +54,12 @@ EN: tuple[Rule, ...] = (
        r"|\[(?:system|inst)\]|<\|?(?:system|im_start)\|?>|^#+\s*(?:system|instructions?)\s*$",
        "a role-play or system-message marker"),
     _r("standing_order", "en",
-       r"\bfrom\s+now\s+on\s*,?\s+(?:you\s+(?:must|will|should|shall)\s+|always\s+|never\s+)?"
-       r"(?:always|never|include|send|forward|reply|respond|ignore|reveal|add|append|"
-       r"answer|output|email|post)\b",
-       "a standing order to the agent for every later turn"),
+       # Style preferences ("from now on, answer in British English") are the user's to
+       # give and are not flagged: only orders that move data or drop instructions are.
+       r"\bfrom\s+now\s+on\s*,?\s+(?:you\s+(?:must|will|should|shall)\s+)?"
+       r"(?:always\s+|never\s+)?(?:include|send|forward|ignore|disregard|reveal|append|"
+       r"email|post|upload|share|leak|copy)\b",
+       "a standing order to the agent to move data or drop its instructions"),
     _r("agent_imperative", "en",
        r"\b(?:the\s+)?(?:assistant|ai|model|agent|llm|chatbot)\s+(?:must|should|shall|"
        r"is\s+to|needs\s+to)\s+(?:now\s+|always\s+|never\s+)?(?:ignore|send|forward|reveal|"

@@ -8,15 +8,15 @@ honest one, then calls ``screen_hits``.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from amcp.amf.record import Annotation
 from amcp.errors import ValidationError
 from amcp.firewall import density, detector
 from amcp.firewall.provenance import Origin, signed_text
-from amcp.firewall.trust import Trust, order
+from amcp.firewall.trust import Trust
 
 if TYPE_CHECKING:
     from amcp.amf.record import AMFRecord
@@ -26,6 +26,26 @@ if TYPE_CHECKING:
 TRUST_TAG = "trust:"
 EXTRA = 10  # hits fetched beyond k: room for items moved behind or collapsed
 TRUST_FILTERS = ("verified", "user", "unflagged")
+
+
+T = TypeVar("T")
+
+
+def order(items: Sequence[T], trust: Callable[[T], Trust], subject: Callable[[T], str]) -> list[T]:
+    """Reorder ranked ``items`` so that, within each subject, no item of lower trust comes
+    before one of higher trust (the relevance order is kept otherwise, and items of other
+    subjects keep their slots). A term-density outlier goes behind every honest item of
+    its subject too: stuffing buys relevance, never rank over what it imitates."""
+    slots: dict[str, list[int]] = {}
+    for i, it in enumerate(items):
+        slots.setdefault(subject(it), []).append(i)
+    out: list[T | None] = [None] * len(items)
+    for positions in slots.values():
+        ranked = sorted(positions, key=lambda i: (trust(items[i]).stuffed,
+                                                  -trust(items[i]).tier, i))
+        for slot, i in zip(positions, ranked, strict=True):
+            out[slot] = items[i]
+    return [it for it in out if it is not None]
 
 
 def window(k: int, limit: int) -> int:
@@ -100,4 +120,5 @@ def withheld(record: AMFRecord, trust: Trust) -> AMFRecord:
     ).with_extensions(**{"x-withheld": list(trust.instruction)})
 
 
-__all__ = ["TRUST_FILTERS", "passes", "screen_hits", "split_tags", "window", "withheld"]
+__all__ = ["TRUST_FILTERS", "order", "passes", "screen_hits", "split_tags", "window",
+           "withheld"]

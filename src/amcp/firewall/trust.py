@@ -1,18 +1,19 @@
 """What a record's provenance is worth: origin × verification → a trust tier and a label.
 
-The tier orders recall (``order``) and answers trust filters; the label is what every
+The tier orders recall (``serve.order``) and answers trust filters; the label is what every
 answer shows beside the item ("from a web page, unverified"). Both come from the verified
 record and the node's writer-key registry, never from a tag or field the writer set.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any, TypeVar
 
 from amcp.firewall.provenance import Origin
+from amcp.lean import TYPE_CHECKING, NamedTuple  # on the hooks' path: no typing, dataclasses
+
+if TYPE_CHECKING:
+    from typing import Any
 
 
 class Verification(StrEnum):
@@ -33,8 +34,7 @@ _SAID = {Origin.USER: "from the user", Origin.AGENT: "from the agent",
          Origin.IMPORT: "imported", Origin.PEER: "from another node"}
 
 
-@dataclass(frozen=True, slots=True)
-class Trust:
+class Trust(NamedTuple):
     origin: Origin
     verification: Verification
     writer: str | None = None
@@ -76,24 +76,4 @@ class Trust:
         return out
 
 
-T = TypeVar("T")
-
-
-def order(items: Sequence[T], trust: Callable[[T], Trust], subject: Callable[[T], str]) -> list[T]:
-    """Reorder ranked ``items`` so that, within each subject, no item of lower trust comes
-    before one of higher trust (the relevance order is kept otherwise, and items of other
-    subjects keep their slots). A term-density outlier goes behind every honest item of
-    its subject too: stuffing buys relevance, never rank over what it imitates."""
-    slots: dict[str, list[int]] = {}
-    for i, it in enumerate(items):
-        slots.setdefault(subject(it), []).append(i)
-    out: list[T | None] = [None] * len(items)
-    for positions in slots.values():
-        ranked = sorted(positions, key=lambda i: (trust(items[i]).stuffed,
-                                                  -trust(items[i]).tier, i))
-        for slot, i in zip(positions, ranked, strict=True):
-            out[slot] = items[i]
-    return [it for it in out if it is not None]
-
-
-__all__ = ["TOP", "Trust", "Verification", "order"]
+__all__ = ["TOP", "Trust", "Verification"]
