@@ -49,6 +49,9 @@ if TYPE_CHECKING:  # embedders load on first use: lexical-only readers skip them
 
 MAX_K = 1000
 DEFAULT_NODE_URI = "amcp://db.amcp.local"
+# Where a write that names no scope goes when its writer is not named either: this node's
+# own user, never "*" (a global record shows up in every user's recall).
+DEFAULT_SCOPE = "user:local"
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +83,7 @@ class Memory(WritePath, ReviewPath):
         embedder: str | Embedder | None = "auto",
         key_dir: str | Path | None = None,
         node_uri: str = DEFAULT_NODE_URI,
+        default_scope: str = DEFAULT_SCOPE,
         verify_on_open: bool = True,
         store: Store | None = None,
         check_embedder: bool = True,
@@ -92,6 +96,7 @@ class Memory(WritePath, ReviewPath):
             self.path, self.keyring, verify_on_open=verify_on_open
         )
         self.node_uri = node_uri
+        self.default_scope = default_scope
         self.clock = HLC(node_tag(self.store.get_meta("node_key") or node_uri))
         self.clock.observe(self.store.max_hlc())
         self.embedder: Embedder | None = (
@@ -172,12 +177,20 @@ class Memory(WritePath, ReviewPath):
         """
         fields.setdefault("created_by", self.node_uri)
         claim = fields.pop("provenance", None)
+        if fields.get("scope") is None:
+            fields["scope"] = self.own_scope(claim)
         if claim is not None:
             # In the extensions, so the envelope and the signed log cover the claim.
             ext = dict(fields.get("extensions") or {})
             ext["x-provenance"] = Provenance.parse(claim).to_ext()
             fields["extensions"] = ext
         return compose_record(text, key=self.keyring.signing_key, **fields)
+
+    def own_scope(self, claim: Any = None) -> str:
+        """The scope of a write that names none: its writer's (``user:<writer>``), else
+        this node's ``default_scope``. ``*`` is only ever written when asked for."""
+        writer = Provenance.parse(claim).writer if claim is not None else None
+        return f"user:{writer}" if writer else self.default_scope
 
     def remember_many(self, items: Iterable[Mapping[str, Any]]) -> list[WriteOutcome]:
         """Batch ``remember``: each item holds remember's keyword arguments (``text`` …).

@@ -130,3 +130,27 @@ def test_claim_is_covered_by_the_envelope(tmp_path: Path) -> None:
         rec["vendor_extensions"]["x-provenance"]["origin"] = "user"
         with pytest.raises(IntegrityError, match="envelope"):
             mem.put(AMFRecord.from_dict(rec))
+
+
+def test_a_scopeless_write_goes_to_its_writers_scope(tmp_path: Path) -> None:
+    with memory(tmp_path) as mem:
+        own = mem.remember("The printer code is 4471.")
+        signed = mem.remember(TEXT, provenance=hmac_claim(TEXT))
+        glob = mem.remember("Company holidays follow the Karnataka list.", scope="*")
+        scopes = {k: mem.get(k).record.meta.project_scope  # type: ignore[union-attr]
+                  for k in (own.knowledge_id, signed.knowledge_id, glob.knowledge_id)}
+        assert scopes == {own.knowledge_id: ("user:local",), signed.knowledge_id: (SCOPE,),
+                          glob.knowledge_id: ("*",)}
+        # bob does not see alice's scopeless memory
+        assert signed.knowledge_id not in {h.knowledge_id for h in
+                                           mem.recall("manager", scope="user:bob").hits}
+
+
+def test_http_scopeless_write_is_not_global(tmp_path: Path) -> None:
+    from tests.api.kit import client_for
+
+    with memory(tmp_path) as mem, client_for(mem) as http:
+        r = http.post("/v1/memories", json={"text": "Deploys go out on Tuesdays"})
+        assert r.status_code == 201
+        rec = mem.get(r.json()["knowledge_id"]).record
+        assert rec is not None and rec.meta.project_scope == ("user:local",)

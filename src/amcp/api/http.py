@@ -109,11 +109,12 @@ def create_app(
     def remember(body: s.RememberIn, request: Request, response: Response) -> s.WriteOut:
         """Store one memory (201), or name the identical one already stored (200)."""
         who = caller(request)
-        who.check_write(body.scope)
         fields = body.model_dump(exclude_none=True, mode="json")
         # An API client is the agent unless it says otherwise, and only a signature by a
         # registered writer key makes another claim count (docs/firewall.md).
         fields.setdefault("provenance", {"origin": "agent"})
+        fields["scope"] = body.scope or [memory.own_scope(fields["provenance"])]
+        who.check_write(fields["scope"])
         outcome = locked(memory.remember, fields.pop("text"), **fields)
         response.status_code = 201 if outcome.created else 200
         return write_out(outcome)

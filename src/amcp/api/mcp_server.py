@@ -225,7 +225,7 @@ def build_mcp(memory: Memory, *, name: str = "amcp") -> MCPServer[Any]:
     def memory_remember(
         text: Annotated[Text, Field(description="The memory, one self-contained statement")],
         type: Kt = KnowledgeType.FACT,
-        scope: ScopeList = ["*"],  # noqa: B006 - pydantic copies defaults; never mutated
+        scope: ScopeList | None = None,  # None: the writer's own scope, never "*"
         tags: Names | None = None,
         kind: Annotated[Name | None, Field(description="preference, task, skill, ...")] = None,
         confidence: Annotated[float, Strict(), Field(ge=0.0, le=1.0)] = 0.9,

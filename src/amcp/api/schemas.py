@@ -72,7 +72,8 @@ class ProvenanceIn(_In):
 class RememberIn(_In):
     text: Text
     type: KnowledgeType = KnowledgeType.FACT
-    scope: Scopes = ["*"]
+    # None: the writer's own scope (``Memory.own_scope``); "*" only when asked for.
+    scope: Scopes | None = None
     tags: Names | None = None
     kind: Name | None = None
     subject: Name | None = None

@@ -70,7 +70,7 @@ def remember(
     with open_memory(store, embedder, create=True) as mem:
         res = mem.remember(
             text,
-            scope=scope or ["*"],
+            scope=scope or None,  # none given: this node's own user scope, never "*"
             type=type_,
             tags=tag,
             kind=kind,
