@@ -200,18 +200,32 @@ class WritePath:
             fresh.append((len(out), record, sensitive))
             held.append(verdict if verdict and verdict.lifecycle is Lifecycle.DRAFT else None)
             out.append(None)
+        results = self._store_fresh(fresh, held, lifecycle, out)
+        for i, first in copies:
+            kid, hlc = results[first].knowledge_id, results[first].hlc
+            out[i] = WriteOutcome(kid, Status.OK, hlc, kid)
+        return [o for o in out if o is not None]
+
+    def _store_fresh(
+        self,
+        fresh: Sequence[tuple[int, AMFRecord, bool]],
+        held: Sequence[Verdict | None],
+        lifecycle: Lifecycle,
+        out: list[WriteOutcome | None],
+    ) -> list[PutResult]:
+        """``put_many``'s new records, embedded in one batch and stored in one transaction;
+        those the firewall holds go in as drafts with their reason logged (``HOLD``)."""
         vectors = self._embed_many([(r, s) for _i, r, s in fresh])
         with self.atomic():
-            items: list[PutItem] = []
-            for n, (_i, record, sensitive) in enumerate(fresh):
-                items.append(
-                    self._put_item(
-                        record,
-                        sensitive=sensitive,
-                        lifecycle=Lifecycle.DRAFT if held[n] else lifecycle,
-                        vector=vectors[n] if vectors is not None else None,
-                    )
+            items = [
+                self._put_item(
+                    record,
+                    sensitive=sensitive,
+                    lifecycle=Lifecycle.DRAFT if held[n] else lifecycle,
+                    vector=vectors[n] if vectors is not None else None,
                 )
+                for n, (_i, record, sensitive) in enumerate(fresh)
+            ]
             results = self.store.put_many(items)
             for (i, _r, _s), item, result, hold in zip(fresh, items, results, held, strict=True):
                 out[i] = WriteOutcome(
@@ -226,10 +240,7 @@ class WritePath:
                         lifecycle=Lifecycle.DRAFT, reason=hold.reason,
                     )
                 self._index_added(item, result)
-        for i, first in copies:
-            kid, hlc = results[first].knowledge_id, results[first].hlc
-            out[i] = WriteOutcome(kid, Status.OK, hlc, kid)
-        return [o for o in out if o is not None]
+        return results
 
     def _index_added(self, item: PutItem, result: PutResult) -> None:
         """Tell the vector index about a row this transaction created (active, embedded)."""
