@@ -28,7 +28,10 @@ from amcp.errors import (
     StoreIntegrityError,
     ValidationError,
 )
+from amcp.firewall import Firewall, Provenance, Trust, WriterKeys
+from amcp.firewall import serve as firewall_serve
 from amcp.keyring import Keyring
+from amcp.memory_review import ReviewPath
 from amcp.memory_writes import WriteOutcome, WritePath
 from amcp.ports import RecallResult
 from amcp.refs import resolve_ref
@@ -54,6 +57,9 @@ if TYPE_CHECKING:  # embedders load on first use: lexical-only readers skip them
 
 MAX_K = 1000
 DEFAULT_NODE_URI = "amcp://db.amcp.local"
+# Where a write that names no scope goes when its writer is not named either: this node's
+# own user, never "*" (a global record shows up in every user's recall).
+DEFAULT_SCOPE = "user:local"
 
 
 def record_filter(
@@ -86,7 +92,7 @@ def record_filter(
     )
 
 
-class Memory(WritePath):
+class Memory(WritePath, ReviewPath):
     """Open (or create) a memory store. Use as a context manager or call ``close()``."""
 
     def __init__(
@@ -96,6 +102,7 @@ class Memory(WritePath):
         embedder: str | Embedder | None = "auto",
         key_dir: str | Path | None = None,
         node_uri: str = DEFAULT_NODE_URI,
+        default_scope: str = DEFAULT_SCOPE,
         verify_on_open: bool = True,
         store: Store | None = None,
         check_embedder: bool = True,
@@ -117,6 +124,7 @@ class Memory(WritePath):
             self.path, self.keyring, verify_on_open=verify_on_open
         )
         self.node_uri = node_uri
+        self.default_scope = default_scope
         self.clock = HLC(node_tag(self.store.get_meta("node_key") or node_uri))
         self.clock.observe(self.store.max_hlc())
         self.embedder: Embedder | None = (
@@ -125,6 +133,14 @@ class Memory(WritePath):
             else None
         )
         self.searcher = HybridSearcher(self.store, self.embedder, snapshot=self._snapshot_path())
+        self.firewall: Firewall | None = Firewall(
+            WriterKeys(self.keyring.directory), self._local_public_key()
+        )
+
+    def _local_public_key(self) -> str:
+        from amcp.amf.ids import public_key_text
+
+        return public_key_text(self.keyring.signing_key.public_key())
 
     # ------------------------------------------------------------------ setup
 
@@ -159,8 +175,10 @@ class Memory(WritePath):
         """Store one memory. ``text`` alone is enough; the triple is derived from it.
 
         ``fields`` are ``compose``'s keyword arguments (type, scope, subject, tags, kind,
-        context, created_at, ttl, session, ...). ``sensitive`` records are encrypted at rest
-        and redacted in recall and exports unless revealed.
+        context, created_at, ttl, session, ...) and ``provenance`` (origin, writer,
+        signature: docs/firewall.md; without it the record is this node's own). ``sensitive``
+        records are encrypted at rest and redacted in recall and exports unless revealed.
+        The outcome's ``held`` says why the firewall stored it as a draft, if it did.
         """
         if sensitive:
             fields = self._salted(fields)
@@ -185,7 +203,21 @@ class Memory(WritePath):
         See ``amcp.amf.compose.compose_record`` for the fields.
         """
         fields.setdefault("created_by", self.node_uri)
+        claim = fields.pop("provenance", None)
+        if fields.get("scope") is None:
+            fields["scope"] = self.own_scope(claim)
+        if claim is not None:
+            # In the extensions, so the envelope and the signed log cover the claim.
+            ext = dict(fields.get("extensions") or {})
+            ext["x-provenance"] = Provenance.parse(claim).to_ext()
+            fields["extensions"] = ext
         return compose_record(text, key=self.keyring.signing_key, **fields)
+
+    def own_scope(self, claim: Any = None) -> str:
+        """The scope of a write that names none: its writer's (``user:<writer>``), else
+        this node's ``default_scope``. ``*`` is only ever written when asked for."""
+        writer = Provenance.parse(claim).writer if claim is not None else None
+        return f"user:{writer}" if writer else self.default_scope
 
     def remember_many(self, items: Iterable[Mapping[str, Any]]) -> list[WriteOutcome]:
         """Batch ``remember``: each item holds remember's keyword arguments (``text`` …).
@@ -354,15 +386,28 @@ class Memory(WritePath):
             raise ValidationError("k", f"must be an integer from 1 to {MAX_K}")
         started = time.perf_counter()
         now = time.time()  # an expired record is left out by its expiry; maintain() archives it
+        tags, wanted = firewall_serve.split_tags(tags)
         flt = record_filter(
             scope=scope, types=types, tags=tags, kinds=kinds, lifecycles=lifecycles,
             created_after=created_after, created_before=created_before, now=now,
         )
-        hits = self.searcher.search(query, flt, k, now=now)
+        hits = self.searcher.search(query, flt, firewall_serve.window(k, MAX_K), now=now)
+        trust: dict[str, Trust] = {}
+        if self.firewall is not None:
+            hits, trust = firewall_serve.screen_hits(hits, self.firewall, k, wanted)
+        hits = hits[:k]
         if touch and hits:
             self.store.touch([h.knowledge_id for h in hits], now)
-        shown = tuple(replace(h, item=self._view(h.item, reveal)) for h in hits)
-        return RecallResult(query, shown, (time.perf_counter() - started) * 1000)
+        shown = tuple(replace(h, item=self._served(h.item, reveal, trust)) for h in hits)
+        return RecallResult(query, shown, (time.perf_counter() - started) * 1000, trust)
+
+    def _served(self, item: StoredRecord, reveal: bool, trust: Mapping[str, Trust]) -> StoredRecord:
+        """Recall's view: ``_view``, and instruction-shaped text withheld (firewall)."""
+        item = self._view(item, reveal)
+        t = trust.get(item.knowledge_id)
+        if t is None or not t.instruction or item.record is None:
+            return item
+        return replace(item, record=firewall_serve.withheld(item.record, t))
 
     def list_records(
         self,

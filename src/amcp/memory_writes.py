@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 from collections.abc import Collection, Mapping, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from amcp.amf.ids import check_size, content_key, verify_integrity
@@ -18,17 +18,20 @@ from amcp.amf.timefmt import parse_ts
 from amcp.amf.types import Lifecycle
 from amcp.clock import HLC, Timestamp
 from amcp.errors import ConflictError, GoneError, PreconditionFailed, Status
+from amcp.firewall import Firewall, Verdict
 from amcp.retrieval.indexing import embed_text, index_context, index_text
-from amcp.retrieval.lexical import index_terms
+from amcp.retrieval.lexical import build_match, index_terms, query_terms
 from amcp.retrieval.search import HybridSearcher
-from amcp.store.base import PutItem, PutResult, RecordFilter, Store, StoredRecord
+from amcp.store.base import ChangeOp, PutItem, PutResult, RecordFilter, Store, StoredRecord
 
 if TYPE_CHECKING:
     import numpy as np
 
+    from amcp.firewall.gate import Related
     from amcp.retrieval.embedders import Embedder
 
 NEAR_DUPLICATE = 0.92  # cosine above which a new memory is reported as a near-duplicate
+RELATED = 20  # records an attribute statement is compared with (its attribute's best matches)
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,6 +41,8 @@ class WriteOutcome:
     hlc: int
     duplicate_of: str | None = None
     near_duplicates: tuple[tuple[str, float], ...] = ()
+    held: str | None = None  # why the firewall stored it as a draft (docs/firewall.md)
+    beside: str | None = None  # the trusted record a held contradiction stands beside
 
     @property
     def created(self) -> bool:
@@ -49,6 +54,7 @@ class WritePath:
     clock: HLC
     embedder: Embedder | None
     searcher: HybridSearcher
+    firewall: Firewall | None
 
     def atomic(self) -> AbstractContextManager[None]:  # provided by Memory
         raise NotImplementedError
@@ -65,14 +71,42 @@ class WritePath:
 
         The write rules are ``admit_write``'s (PROFILE §6 order), the same for every path.
         """
-        shaped, existing = admit_write(self.store, record)
+        shaped, existing, verdict = admit_write(
+            self.store, record, firewall=self.firewall, related=self._related
+        )
         if existing is not None:
             return WriteOutcome(shaped.knowledge_id, Status.OK, existing.state.hlc)
         if dedup:
             same = self.store.find_same_content(shaped)
             if same is not None and same.knowledge_id != shaped.knowledge_id:
                 return WriteOutcome(same.knowledge_id, Status.OK, same.state.hlc, same.knowledge_id)
+        if verdict is not None and verdict.lifecycle is Lifecycle.DRAFT:
+            return self._hold(shaped, verdict, sensitive=sensitive)
         return self._store_new(shaped, sensitive=sensitive, lifecycle=lifecycle)
+
+    def _hold(self, record: AMFRecord, verdict: Verdict, *, sensitive: bool) -> WriteOutcome:
+        """Store a record the firewall holds: a draft (never served into recall or context)
+        whose reason is in the signed log (``ChangeOp.HOLD``), in one transaction."""
+        with self.atomic():
+            outcome = self._store_new(
+                record, sensitive=sensitive, lifecycle=Lifecycle.DRAFT, check_near=False
+            )
+            if outcome.created:
+                self.store.set_state(
+                    outcome.knowledge_id, ChangeOp.HOLD, hlc=self.clock.send(),
+                    lifecycle=Lifecycle.DRAFT, reason=verdict.reason,
+                )
+        return replace(outcome, held=verdict.reason, beside=verdict.beside)
+
+    def _related(self, record: AMFRecord, key: str) -> list[AMFRecord]:
+        """Active records of ``record``'s scopes that best match an attribute's words."""
+        terms = query_terms(key)
+        if not terms:
+            return []
+        flt = RecordFilter(scopes=record.meta.project_scope)
+        ids = [kid for kid, _s in self.store.search_lexical(build_match(terms), flt, RELATED)]
+        return [r.record for r in self.store.get_many(ids) if r.record is not None
+                and r.state.lifecycle is Lifecycle.ACTIVE]
 
     def put_batch(
         self, records: Sequence[AMFRecord | Mapping[str, Any]], *, dedup: bool = True
@@ -83,7 +117,9 @@ class WritePath:
         admitted: list[tuple[AMFRecord, bool]] = []
         present: set[str] = set()
         for raw in records:
-            shaped, _existing = admit_write(self.store, raw, also_present=present)
+            # The firewall screens each record once, in put_many (this pass checks the
+            # batch before anything is stored, as put_many's own pass does again).
+            shaped, _existing, _verdict = admit_write(self.store, raw, also_present=present)
             present.add(shaped.knowledge_id)
             admitted.append((shaped, False))
         return self.put_many(admitted, dedup=dedup)
@@ -136,9 +172,11 @@ class WritePath:
         same_in_batch: dict[str, int] = {}  # content key -> index in `fresh`
         copies: list[tuple[int, int]] = []  # (index in `out`, index in `fresh`)
         present: set[str] = set()
+        held: list[Verdict | None] = []  # per `fresh` entry
         for given, sensitive in records:
-            record, existing = admit_write(
-                self.store, given, also_present=present, sealed_here=sealed_here
+            record, existing, verdict = admit_write(
+                self.store, given, also_present=present, sealed_here=sealed_here,
+                firewall=self.firewall, related=self._related,
             )
             present.add(record.knowledge_id)
             if existing is not None:
@@ -160,31 +198,49 @@ class WritePath:
                     continue
                 same_in_batch[key] = len(fresh)
             fresh.append((len(out), record, sensitive))
+            held.append(verdict if verdict and verdict.lifecycle is Lifecycle.DRAFT else None)
             out.append(None)
-        vectors = self._embed_many([(r, s) for _i, r, s in fresh])
-        with self.atomic():
-            items: list[PutItem] = []
-            for n, (_i, record, sensitive) in enumerate(fresh):
-                items.append(
-                    self._put_item(
-                        record,
-                        sensitive=sensitive,
-                        lifecycle=lifecycle,
-                        vector=vectors[n] if vectors is not None else None,
-                    )
-                )
-            results = self.store.put_many(items)
-            for (i, _r, _s), item, result in zip(fresh, items, results, strict=True):
-                out[i] = WriteOutcome(
-                    result.knowledge_id,
-                    Status.CREATED if result.created else Status.OK,
-                    result.hlc,
-                )
-                self._index_added(item, result)
+        results = self._store_fresh(fresh, held, lifecycle, out)
         for i, first in copies:
             kid, hlc = results[first].knowledge_id, results[first].hlc
             out[i] = WriteOutcome(kid, Status.OK, hlc, kid)
         return [o for o in out if o is not None]
+
+    def _store_fresh(
+        self,
+        fresh: Sequence[tuple[int, AMFRecord, bool]],
+        held: Sequence[Verdict | None],
+        lifecycle: Lifecycle,
+        out: list[WriteOutcome | None],
+    ) -> list[PutResult]:
+        """``put_many``'s new records, embedded in one batch and stored in one transaction;
+        those the firewall holds go in as drafts with their reason logged (``HOLD``)."""
+        vectors = self._embed_many([(r, s) for _i, r, s in fresh])
+        with self.atomic():
+            items = [
+                self._put_item(
+                    record,
+                    sensitive=sensitive,
+                    lifecycle=Lifecycle.DRAFT if held[n] else lifecycle,
+                    vector=vectors[n] if vectors is not None else None,
+                )
+                for n, (_i, record, sensitive) in enumerate(fresh)
+            ]
+            results = self.store.put_many(items)
+            for (i, _r, _s), item, result, hold in zip(fresh, items, results, held, strict=True):
+                out[i] = WriteOutcome(
+                    result.knowledge_id,
+                    Status.CREATED if result.created else Status.OK,
+                    result.hlc,
+                    held=hold.reason if hold else None,
+                )
+                if hold is not None and result.created:
+                    self.store.set_state(
+                        result.knowledge_id, ChangeOp.HOLD, hlc=self.clock.send(),
+                        lifecycle=Lifecycle.DRAFT, reason=hold.reason,
+                    )
+                self._index_added(item, result)
+        return results
 
     def _index_added(self, item: PutItem, result: PutResult) -> None:
         """Tell the vector index about a row this transaction created (active, embedded)."""
@@ -248,7 +304,9 @@ def admit_write(
     *,
     also_present: Collection[str] = (),
     sealed_here: bool = False,
-) -> tuple[AMFRecord, StoredRecord | None]:
+    firewall: Firewall | None = None,
+    related: Related | None = None,
+) -> tuple[AMFRecord, StoredRecord | None, Verdict | None]:
     """The write rules, once, for every path (remember, put, batch, node, sync, import).
 
     PROFILE §6 order: shape (400) → a purged id (410) → the id stored with other content
@@ -258,6 +316,11 @@ def admit_write(
     the shaped record and, for an identical re-write (200, idempotent), the stored copy.
     ``sealed_here``: a record this node composed and sealed a moment ago (its integrity and
     size were established by ``seal``), so that step is skipped.
+
+    Then, for a new record, the memory firewall (``Firewall.screen``): its provenance claim
+    checked against the writer keys (400 malformed, 403 unverifiable), its text against the
+    instruction rules, and — given ``related`` (the single-record path) — against what the
+    scope already states. The verdict says whether it is stored active or held as a draft.
     """
     shaped = record if isinstance(record, AMFRecord) else AMFRecord.from_dict(record)
     existing = store.get(shaped.knowledge_id)
@@ -279,12 +342,13 @@ def admit_write(
         verify_integrity(shaped)
         check_size(shaped)
     if existing is not None:
-        return shaped, existing
+        return shaped, existing, None
     refs = (*(shaped.causal.caused_by or ()), shaped.causal.supersedes) if shaped.causal else ()
     for ref in (r for r in refs if r and r not in also_present):
         if store.get(ref) is None:
             raise PreconditionFailed(f"causal predecessor {ref} is not stored here")
-    return shaped, None
+    verdict = firewall.screen(shaped, related) if firewall is not None else None
+    return shaped, None, verdict
 
 
 def _expiry(record: AMFRecord) -> float | None:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TextIO
 
@@ -27,6 +27,7 @@ from amcp.retrieval.search import Hit, HybridSearcher
 from amcp.store.base import RecordFilter, Store, StoredRecord
 
 if TYPE_CHECKING:
+    from amcp.firewall import Trust
     from amcp.retrieval.embedders import Embedder
 
 
@@ -37,6 +38,8 @@ class RecallResult:
     query: str
     hits: tuple[Hit, ...]
     took_ms: float
+    # Each hit's provenance as the firewall verified it (origin, verification, label).
+    trust: Mapping[str, Trust] = field(default_factory=dict)
 
     @property
     def records(self) -> list[AMFRecord]:

@@ -187,23 +187,29 @@ def test_pages_count_no_access(mem: Memory) -> None:
     assert mem.get(kid).state.access_count == 0
 
 
-def test_draft_queue_reject_and_confirm_waits(mem: Memory) -> None:
+def test_draft_queue_reject_and_confirm(mem: Memory) -> None:
+    """Memory.confirm exists now (the memory firewall's review): the queue confirms."""
     draft = mem.put(mem.compose("maybe true", scope=["team:a"]), lifecycle=Lifecycle.DRAFT)
+    other = mem.put(mem.compose("maybe false", scope=["team:a"]), lifecycle=Lifecycle.DRAFT)
     with ui_client(mem) as c:
         q = c.get("/ui/queue").text
-        assert "Drafts (1)" in q and "maybe true" in q and "Quarantined (0)" in q
-        assert "confirming them waits" in q
+        assert "Drafts (2)" in q and "maybe true" in q and "Quarantined (0)" in q
+        assert "confirming them waits" not in q
+        bases = dict(re.findall(r'/ui/queue/(K-[0-9a-f]+)/confirm".*?name="base" value="(\d+)"',
+                                q, re.S))
+        confirm = c.post(f"/ui/queue/{draft.knowledge_id}/confirm", follow_redirects=False,
+                         data={"csrf": field(q, "csrf"), "base": bases[draft.knowledge_id]})
+        assert confirm.status_code == 303, confirm.text
+        assert mem.get(draft.knowledge_id).state.lifecycle is Lifecycle.ACTIVE
+        q = c.get("/ui/queue").text
         base = re.search(r'name="base" value="(\d+)"', q)
         assert base is not None
-        confirm = c.post(f"/ui/queue/{draft.knowledge_id}/confirm",
-                         data={"csrf": field(q, "csrf"), "base": base.group(1)})
-        assert confirm.status_code == 409 and "cannot confirm" in confirm.text
-        r = c.post(f"/ui/r/{draft.knowledge_id}/forget", follow_redirects=False, data={
+        r = c.post(f"/ui/r/{other.knowledge_id}/forget", follow_redirects=False, data={
             "csrf": field(q, "csrf"), "base": base.group(1), "from": "queue",
             "reason": "rejected in review"})
         assert r.headers["location"].startswith("/ui/queue?done=invalidated")
         assert "Drafts (0)" in c.get("/ui/queue").text
-    assert mem.get(draft.knowledge_id).state.reason == "rejected in review"
+    assert mem.get(other.knowledge_id).state.reason == "rejected in review"
 
 
 def test_weight_history_from_the_signed_log(mem: Memory) -> None:

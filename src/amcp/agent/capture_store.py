@@ -94,6 +94,10 @@ def to_memory(hint: RecordHint, *, scope: str, session: str | None = None) -> Ne
         extensions={
             "x-importance": int(hint.importance),
             "x-source-turns": list(hint.source_turns[:64]),  # a snapshot's span, capped
+            # A capture quotes what the user typed, read by this node's own hook process:
+            # no claim (the node's own, like ``amcp remember``). A snapshot summarises the
+            # whole exchange, the agent's turns included: the agent's, unverified.
+            **({} if "capture" in hint.tags else {"x-provenance": {"origin": "agent"}}),
         },
         sensitive=hint.sensitive,
     )

@@ -23,6 +23,7 @@ from amcp.amf.mapping import scopes_of
 from amcp.amf.types import KnowledgeType, Lifecycle
 from amcp.api import imports
 from amcp.api import schemas as s
+from amcp.api.drafts import add_draft_routes
 from amcp.api.gate import lock_for
 from amcp.api.guard import HostPolicy, RequestGuard
 from amcp.api.limits import BodyLimit
@@ -95,6 +96,7 @@ def create_app(
         return authenticate(access, request.headers.get("authorization"))
 
     visible = partial(_visible, memory, access, locked)
+    add_draft_routes(app, memory, locked=locked, caller=caller, visible=visible, errors=_ERRORS)
 
     # ------------------------------------------------------------------ memories
 
@@ -108,9 +110,12 @@ def create_app(
     def remember(body: s.RememberIn, request: Request, response: Response) -> s.WriteOut:
         """Store one memory (201), or name the identical one already stored (200)."""
         who = caller(request)
-        who.check_write(body.scope)
-        fields = body.model_dump(exclude_none=True)
-        fields["type"] = body.type.value
+        fields = body.model_dump(exclude_none=True, mode="json")
+        # An API client is the agent unless it says otherwise, and only a signature by a
+        # registered writer key makes another claim count (docs/firewall.md).
+        fields.setdefault("provenance", {"origin": "agent"})
+        fields["scope"] = body.scope or [memory.own_scope(fields["provenance"])]
+        who.check_write(fields["scope"])
         outcome = locked(memory.remember, fields.pop("text"), **fields)
         response.status_code = 201 if outcome.created else 200
         return write_out(outcome)
@@ -238,7 +243,7 @@ def create_app(
         ]
         return s.RecallOut(
             query=result.query, took_ms=round(result.took_ms, 3),
-            results=[hit_out(h) for h in hits],
+            results=[hit_out(h, result.trust.get(h.knowledge_id)) for h in hits],
         )
 
     @app.post("/v1/query", response_model=s.QueryOut, responses=_ERRORS, tags=["recall"])

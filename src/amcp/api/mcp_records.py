@@ -16,7 +16,7 @@ from mcp.types import ToolAnnotations
 from pydantic import BaseModel, Field, StrictBool
 
 from amcp.amf.types import KnowledgeType
-from amcp.api.mcp_server import Name, Names, ScopeArg, Text, scopes_of
+from amcp.api.mcp_args import Name, Names, ScopeArg, Text, scopes_of
 from amcp.errors import ValidationError
 from amcp.memory import Memory
 

@@ -14,6 +14,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, StrictBool
 
 from amcp.amf.types import KnowledgeType, Lifecycle
+from amcp.firewall.provenance import Origin
 
 MAX_TEXT = 32_000  # characters of one memory: far above a note, far below a document dump
 MAX_NAME = 512  # scopes, tags, kinds, subjects, ids
@@ -54,10 +55,25 @@ Scopes = Annotated[
 ]
 
 
+Writer = Annotated[str, AfterValidator(utf8_text), Field(min_length=1, max_length=200)]
+Signature = Annotated[str, AfterValidator(utf8_text), Field(min_length=1, max_length=300)]
+
+
+class ProvenanceIn(_In):
+    """Who wrote a memory and through which channel (docs/firewall.md). Without it an API
+    write is the agent's, unverified: only a signature by a registered writer key makes a
+    claim count."""
+
+    origin: Origin
+    writer: Writer | None = None
+    signature: Signature | None = None
+
+
 class RememberIn(_In):
     text: Text
     type: KnowledgeType = KnowledgeType.FACT
-    scope: Scopes = ["*"]
+    # None: the writer's own scope (``Memory.own_scope``); "*" only when asked for.
+    scope: Scopes | None = None
     tags: Names | None = None
     kind: Name | None = None
     subject: Name | None = None
@@ -67,6 +83,7 @@ class RememberIn(_In):
     ttl: Annotated[float, Field(ge=0, le=10 * 365 * 86400, allow_inf_nan=False)] | None = None
     session: Name | None = None
     sensitive: StrictBool = False
+    provenance: ProvenanceIn | None = None
 
 
 class SupersedeIn(_In):
@@ -138,6 +155,20 @@ class WriteOut(BaseModel):
     hlc: int
     duplicate_of: str | None = None
     near_duplicates: list[NearDuplicate] = []
+    held: str | None = Field(None, description="Why the memory firewall stored it as a draft")
+    beside: str | None = Field(None, description="The trusted record a held update contradicts")
+
+
+class TrustOut(BaseModel):
+    """An item's provenance as the node verified it (never as the writer claimed it)."""
+
+    origin: Origin
+    verification: Literal["verified", "local", "unverified"]
+    tier: int
+    label: str = Field(description='What to show beside the item: "from a web page, unverified"')
+    writer: str | None = None
+    instruction: list[str] = []
+    stuffed: bool = False
 
 
 class StateOut(BaseModel):
@@ -158,9 +189,20 @@ class ItemOut(BaseModel):
 
 
 class HitOut(ItemOut):
+    trust: TrustOut | None = None
     score: float
     lexical_rank: int | None = None
     vector_rank: int | None = None
+
+
+class DraftsOut(BaseModel):
+    """Records the memory firewall holds (``state.reason`` says why)."""
+
+    items: list[ItemOut]
+
+
+class RejectIn(_In):
+    reason: Text | None = None
 
 
 class ListOut(BaseModel):

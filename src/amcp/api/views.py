@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from amcp.api import schemas as s
+from amcp.firewall import Trust
 from amcp.memory import WriteOutcome
 from amcp.retrieval.search import Hit
 from amcp.store.base import StoredRecord
@@ -30,12 +31,13 @@ def item_out(item: StoredRecord) -> s.ItemOut:
     )
 
 
-def hit_out(hit: Hit) -> s.HitOut:
+def hit_out(hit: Hit, trust: Trust | None = None) -> s.HitOut:
     item = hit.item
     return s.HitOut(
         knowledge_id=item.knowledge_id,
         amf=item.record.to_dict() if item.record is not None else None,
         state=state_out(item),
+        trust=s.TrustOut.model_validate(trust.to_dict()) if trust is not None else None,
         score=round(float(hit.score), 6),
         lexical_rank=hit.lexical_rank,
         vector_rank=hit.vector_rank,
@@ -52,6 +54,8 @@ def write_out(outcome: WriteOutcome) -> s.WriteOut:
         near_duplicates=[
             s.NearDuplicate(knowledge_id=k, cosine=c) for k, c in outcome.near_duplicates
         ],
+        held=outcome.held,
+        beside=outcome.beside,
     )
 
 

@@ -89,22 +89,31 @@ def remember(
     sensitive: Annotated[
         bool, typer.Option(help="Encrypt at rest; redacted in recall and exports.")
     ] = False,
+    origin: Annotated[str | None, typer.Option(
+        help="user, agent, tool, external, import or peer (docs/firewall.md)")] = None,
+    writer: Annotated[str | None, typer.Option(help="The signing writer's identity.")] = None,
+    signature: Annotated[str | None, typer.Option(help="The writer's signature.")] = None,
     store: StoreOpt = None,
     embedder: EmbedOpt = "auto",
     json_: JsonOpt = False,
 ) -> None:
     """Store a memory (text as an argument, from stdin with -, or from --file)."""
     body = read_text_input(text, file)
+    claim = None
+    if origin or writer or signature:
+        claim = {"origin": origin or "user", "writer": writer, "signature": signature}
+        claim = {k: v for k, v in claim.items() if v is not None}
     with open_memory(store, embedder, create=True) as mem:
         res = mem.remember(
             body,
-            scope=scope or [default_scope()],
+            scope=scope or [default_scope()],  # none given: this project's, never "*"
             type=type_,
             tags=tag,
             kind=kind,
             confidence=confidence,
             ttl=ttl,
             sensitive=sensitive,
+            provenance=claim,
         )
     if json_:
         emit_json(
@@ -113,11 +122,14 @@ def remember(
                 "status": int(res.status),
                 "duplicate_of": res.duplicate_of,
                 "near_duplicates": res.near_duplicates,
+                "held": res.held,
             }
         )
         return
     verb = "stored" if res.created else "already stored"
     out.print(f"{verb} {res.knowledge_id}")
+    if res.held:
+        out.print(f"  held as a draft: {res.held} (amcp drafts; amcp confirm ID)")
     for kid, score in res.near_duplicates:
         out.print(f"  near-duplicate of {kid} (cosine {score:.3f})")
 
@@ -148,7 +160,7 @@ def recall(
             {
                 "query": query,
                 "took_ms": round(res.took_ms, 2),
-                "results": [hit_json(h) for h in res.hits],
+                "results": [hit_json(h, res.trust.get(h.knowledge_id)) for h in res.hits],
             }
         )
         return
@@ -157,11 +169,13 @@ def recall(
         return
     from rich.table import Table
 
-    table = Table("score", "id", "type", "text", box=None)
+    table = Table("score", "id", "type", "text", "from", box=None)
     for h in res.hits:
         rec = h.item.record
         assert rec is not None
-        table.add_row(f"{h.score:.4f}", short_id(h.knowledge_id), rec.type.value, rec.text[:100])
+        trust = res.trust.get(h.knowledge_id)
+        table.add_row(f"{h.score:.4f}", short_id(h.knowledge_id), rec.type.value,
+                      rec.text[:100], trust.label() if trust else "")
     out.print(table)
     out.print(f"[dim]{len(res.hits)} results in {res.took_ms:.1f} ms "
               "(amcp show <id>: an id's first characters are enough)[/dim]")
@@ -367,6 +381,7 @@ from amcp.cli import agents_cmd, context_cmd  # noqa: E402, F401 - agents_cmd re
 from amcp.cli.api_cmd import http, mcp  # noqa: E402
 from amcp.cli.brain_cmd import brain_app  # noqa: E402
 from amcp.cli.conformance_cmd import conformance  # noqa: E402
+from amcp.cli.firewall_cmd import confirm, drafts, reject, writers_app  # noqa: E402
 from amcp.cli.hooks_cmd import capture, hook_app, hooks_app  # noqa: E402
 from amcp.cli.list_cmd import list_cmd  # noqa: E402
 from amcp.cli.portability_cmd import export_cmd, import_cmd  # noqa: E402
@@ -394,6 +409,10 @@ app.command("export")(export_cmd)
 app.add_typer(brain_app, name="brain")
 app.command("setup")(setup_cmd)
 app.command("verify")(verify)
+app.command("drafts")(drafts)
+app.command("confirm")(confirm)
+app.command("reject")(reject)
+app.add_typer(writers_app, name="writers")
 
 
 def command() -> Any:

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 from amcp.cli.common import out
 
 if TYPE_CHECKING:  # only for annotations: `amcp --help` imports this module
+    from amcp.firewall import Trust
     from amcp.retrieval.search import Hit
     from amcp.store.base import StoredRecord
 
@@ -29,8 +30,10 @@ def item_json(item: StoredRecord) -> dict[str, Any]:
     }
 
 
-def hit_json(hit: Hit) -> dict[str, Any]:
+def hit_json(hit: Hit, trust: Trust | None = None) -> dict[str, Any]:
     data = item_json(hit.item)
+    if trust is not None:
+        data["trust"] = trust.to_dict()
     data["score"] = round(hit.score, 6)
     data["lexical_rank"] = hit.lexical_rank
     data["vector_rank"] = hit.vector_rank

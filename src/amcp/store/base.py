@@ -31,6 +31,10 @@ class ChangeOp(StrEnum):
     # A learned weight changed (outcomes, decay rounds): weight orders what an agent is
     # shown, so it is node-side state the signed log vouches for (PROFILE §6).
     WEIGHT = "weight"
+    # The memory firewall held a new record as a draft (the reason is logged), and a user
+    # released one (draft -> active): docs/firewall.md.
+    HOLD = "hold"
+    CONFIRM = "confirm"
 
 
 @dataclass(frozen=True, slots=True)

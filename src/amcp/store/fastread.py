@@ -98,6 +98,10 @@ class FastRecord(NamedTuple):
     text: str
     kind: str | None
     sensitive: bool
+    # What the firewall labels it by (amcp.firewall.labels): the provenance claim, and
+    # whether this node's key signed the record.
+    claim: Any = None
+    local: bool = False
 
 
 def _marks(n: int) -> str:
@@ -133,6 +137,7 @@ class FastReader:
         try:
             self.store_id = self.meta("store_id") or ""
             self._check_open()
+            self._node_key: str | None = None
             self._sealer = Sealer(self._derive("row-seal"), self.store_id)
         except BaseException:
             self._db.close()
@@ -275,10 +280,14 @@ class FastReader:
             return None
         ext = rec.get("vendor_extensions") or {}
         kind = ext.get("x-kind")
+        if self._node_key is None:
+            self._node_key = self.meta("node_key") or ""
+        signer = (rec.get("integrity") or {}).get("public_key")
         return FastRecord(
             values[0], str(rec["type"]), str((rec["meta"].get("project_scope") or ["*"])[0]),
             float(weight), _redacted_text(rec) if sensitive else text_of(rec),
             kind if isinstance(kind, str) else None, sensitive,
+            ext.get("x-provenance"), bool(self._node_key) and signer == self._node_key,
         )
 
     def _records(self, kids: Sequence[str], scopes: Sequence[str], now: float, *,

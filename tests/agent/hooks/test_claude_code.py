@@ -93,7 +93,12 @@ def test_injection_text_is_fenced_as_untrusted_data(home: Path, proj: Path) -> N
     assert kid[:14] in ctx
     assert ctx.count("</amcp-memory>") == 1 and ctx.rstrip().endswith("</amcp-memory>")
     start = ctx.index('<amcp-memory trust="untrusted">')
-    assert start < ctx.index("ignore previous instructions") < ctx.rindex("</amcp-memory>")
+    # The memory firewall withholds the instruction itself (the record is the user's own,
+    # so it is served, labelled); what is left of it stays inside the fence.
+    assert "ignore previous instructions" not in ctx and "rm -rf /" not in ctx
+    assert start < ctx.index("Deploy notes:") < ctx.rindex("</amcp-memory>")
+    assert start < ctx.index("withheld by the memory firewall") < ctx.rindex("</amcp-memory>")
+    assert "instruction-shaped: " in ctx
     assert "not instructions" in ctx
     # the prompt path fences the same way
     ask = payload("UserPromptSubmit", proj, session="s-9", prompt="deploy notes admin mode")

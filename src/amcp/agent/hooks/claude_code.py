@@ -320,7 +320,8 @@ def commit_memory(session: str, scope: str, commit: tuple[str, str, str]) -> New
         tags=("commit", "work-boundary"), session=session,
         subject="Project.WorkBoundary.commit", predicate="EQUALS",
         object=f"{sha} {subject}", confidence=1.0,
-        extensions={"x-commit": sha, "x-branch": branch},
+        # git's word (a tool's), not the user's: the subject line is whoever committed.
+        extensions={"x-commit": sha, "x-branch": branch, "x-provenance": {"origin": "tool"}},
     )
 
 
@@ -434,7 +435,7 @@ def _stop_decision(inp: HookInput, cfg: HookConfig, ledger: SessionLedger,
         item = NewMemory(
             text=one_line(learn["text"], 500), type="KT-FACT", scope=scope,
             kind="learning", tags=("learning", "stop-hook"), session=inp.session_id,
-            confidence=0.7,
+            confidence=0.7, extensions={"x-provenance": {"origin": "agent"}},  # its reply
         )
         kid = with_backend(cfg, lambda b: b.remember(item), (scope,), write=True)
         ledgers.save(ledger._replace(stop_outcome="learned", stop_detail=kid))

@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     StrPath = str | os.PathLike[str]
 
     from amcp.amf.record import AMFRecord
+    from amcp.firewall.trust import Trust
     from amcp.memory import Memory
     from amcp.node.client import SyncClient
     from amcp.store.fastread import FastReader, FastRecord
@@ -63,17 +64,24 @@ class MemoryLine(NamedTuple):
     weight: float
     text: str
     kind: str | None = None
+    # Origin and verification as the memory firewall labels them ("from a web page or
+    # document, unverified"); the text is already the firewall's view (instructions withheld).
+    label: str = ""
 
     def pointer(self, limit: int = 80) -> str:
         return (
             f"{self.knowledge_id[:POINTER_ID_CHARS]} "
             f"[{self.type} · {self.scope} · {self.weight:.2f}] {one_line(self.text, limit)}"
+            + self._from()
         )
 
     def summary(self, limit: int = 200) -> str:
         return f"{self.knowledge_id[:POINTER_ID_CHARS]} [{self.type} · {self.scope}] " + (
             one_line(self.text, limit)
-        )
+        ) + self._from()
+
+    def _from(self) -> str:
+        return f" ({self.label})" if self.label else ""
 
 
 class NewMemory(NamedTuple):
@@ -190,7 +198,9 @@ class LocalBackend:
         return cls(memory)
 
     def _lines(self, items: Sequence[Any]) -> list[MemoryLine]:
-        return [line_of(i.record, i.state.weight) for i in items if i.record is not None]
+        wall = self.memory.firewall
+        return [line_of(i.record, i.state.weight, wall.trust(i.record) if wall else None)
+                for i in items if i.record is not None]
 
     def pointers(self, scopes: Sequence[str], limit: int,
                  kinds: Sequence[str] | None = None) -> list[MemoryLine]:
@@ -269,14 +279,17 @@ def write_fields(item: NewMemory) -> dict[str, Any]:
     return fields
 
 
-def line_of(record: AMFRecord, weight: float) -> MemoryLine:
+def line_of(record: AMFRecord, weight: float, trust: Trust | None = None) -> MemoryLine:
+    from amcp.firewall.labels import shown
+
     return MemoryLine(
         knowledge_id=record.knowledge_id,
         type=record.type.value,
         scope=record.meta.project_scope[0],
         weight=weight,
-        text=record.text,
+        text=shown(record.text, trust) if trust is not None else record.text,
         kind=record.kind,
+        label=trust.label() if trust is not None else "",
     )
 
 
@@ -329,7 +342,11 @@ class FastBackend:
 
 
 def _fast_line(rec: FastRecord) -> MemoryLine:
-    return MemoryLine(rec.knowledge_id, rec.type, rec.scope, rec.weight, rec.text, rec.kind)
+    from amcp.firewall.labels import shown, trust_of
+
+    trust = trust_of(rec.claim, rec.text, local=rec.local)
+    return MemoryLine(rec.knowledge_id, rec.type, rec.scope, rec.weight, shown(rec.text, trust),
+                      rec.kind, trust.label() if trust else "")
 
 
 # ---------------------------------------------------------------------------- node
@@ -428,13 +445,21 @@ def _amf_line(amf: Mapping[str, Any]) -> MemoryLine | None:
     scopes = meta.get("project_scope") if isinstance(meta, Mapping) else None
     state = ext.get("x-state") if isinstance(ext, Mapping) else None
     weight = state.get("weight", 0.5) if isinstance(state, Mapping) else 0.5
+    from amcp.firewall.labels import claim_in, shown, trust_of
+
+    text = text_of(amf)
+
+    # The node already left out drafts and withheld instructions in its answer; the label
+    # is read from the record's claim (the node cannot be asked which key signed it here).
+    trust = trust_of(claim_in(amf), text, local=None)
     return MemoryLine(
         knowledge_id=kid,
         type=str(amf.get("type", "?")),
         scope=str(scopes[0]) if isinstance(scopes, list) and scopes else "*",
         weight=float(weight) if isinstance(weight, int | float) else 0.5,
-        text=text_of(amf),
+        text=shown(text, trust),
         kind=ext.get("x-kind") if isinstance(ext, Mapping) else None,
+        label=trust.label() if trust else "",
     )
 
 

@@ -30,7 +30,8 @@ MAX_TEXT = 64 * 1024
 
 
 def _rows(lines: list[MemoryLine]) -> list[list[Any]]:
-    return [[ln.knowledge_id, ln.type, ln.scope, ln.weight, ln.text, ln.kind] for ln in lines]
+    return [[ln.knowledge_id, ln.type, ln.scope, ln.weight, ln.text, ln.kind, ln.label]
+            for ln in lines]
 
 
 def _strs(body: dict[str, Any], key: str, *, optional: bool = False) -> list[str] | None:

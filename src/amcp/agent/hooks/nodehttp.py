@@ -120,12 +120,15 @@ def _lines(value: Any) -> list[MemoryLine]:
         raise NodeHttpError("node answer has no lines")
     out = []
     for row in value:
-        if (not isinstance(row, list) or len(row) != 6 or not isinstance(row[0], str)
+        # A 7th column, the firewall's label, is sent by nodes that have it.
+        if (not isinstance(row, list) or len(row) not in (6, 7) or not isinstance(row[0], str)
                 or not isinstance(row[1], str) or not isinstance(row[2], str)
                 or not isinstance(row[3], int | float) or not isinstance(row[4], str)
-                or not (row[5] is None or isinstance(row[5], str))):
+                or not (row[5] is None or isinstance(row[5], str))
+                or not isinstance(row[6] if len(row) == 7 else "", str)):
             raise NodeHttpError("malformed memory line in node answer")
-        out.append(MemoryLine(row[0], row[1], row[2], float(row[3]), row[4], row[5]))
+        label = row[6] if len(row) == 7 else ""
+        out.append(MemoryLine(row[0], row[1], row[2], float(row[3]), row[4], row[5], label))
     return out
 
 
