@@ -43,8 +43,9 @@ writers_app = typer.Typer(help="Writer keys per scope: what provenance signature
 
 @friendly
 def drafts(
-    scope: Annotated[list[str] | None, typer.Option("--scope")] = None,
-    limit: Annotated[int, typer.Option("--limit", "-n")] = 100,
+    scope: Annotated[list[str] | None, typer.Option(
+        "--scope", help="Only drafts in this scope (repeatable).")] = None,
+    limit: Annotated[int, typer.Option("--limit", "-n", help="At most this many.")] = 100,
     store: StoreOpt = None,
     json_: JsonOpt = False,
 ) -> None:
