@@ -18,13 +18,7 @@ from typing import Annotated
 import typer
 
 from amcp.cli.common import err, friendly, open_memory, store_path, warm_up
-
-StoreOpt = Annotated[
-    Path | None, typer.Option("--store", "-s", help="Store file (default $AMCP_HOME/memory.db).")
-]
-EmbedOpt = Annotated[
-    str, typer.Option("--embedder", "-e", help="auto | minilm | hashing | openai | none")
-]
+from amcp.cli.options import EmbedOpt, StoreOpt
 
 
 @friendly

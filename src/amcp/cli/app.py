@@ -20,6 +20,7 @@ from amcp.cli.common import (
     store_path,
     warm_up,
 )
+from amcp.cli.options import EmbedOpt, JsonOpt, ScopesOpt, StoreOpt, TypesOpt
 from amcp.cli.views import hit_json, item_json, print_item
 from amcp.refs import short_id
 
@@ -31,18 +32,6 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
-StoreOpt = Annotated[
-    Path | None, typer.Option("--store", "-s", help="Store file (default $AMCP_HOME/memory.db).")
-]
-JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
-EmbedOpt = Annotated[
-    str,
-    typer.Option(
-        "--embedder", "-e",
-        help="auto | minilm | minilm-int8 | hashing | none | openai[,base_url=URL,model=NAME] "
-        "(openai settings also from AMCP_EMBED_* or $AMCP_HOME/config.toml)",
-    ),
-]
 
 
 @app.command()
@@ -139,12 +128,8 @@ def remember(
 def recall(
     query: Annotated[str, typer.Argument(help="What to look for, in your own words.")],
     k: Annotated[int, typer.Option("-k", help="How many results.")] = 10,
-    scope: Annotated[
-        list[str] | None, typer.Option("--scope", help="Only these scopes (repeatable).")
-    ] = None,
-    type_: Annotated[
-        list[str] | None, typer.Option("--type", "-t", help="Only these types (repeatable).")
-    ] = None,
+    scope: ScopesOpt = None,
+    type_: TypesOpt = None,
     tag: Annotated[
         list[str] | None, typer.Option("--tag", help="Only records with every tag given.")
     ] = None,

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from amcp.cli.common import emit_json, friendly, out, store_path
+from amcp.cli.options import JsonOpt, StoreOpt
 
 if TYPE_CHECKING:
     from amcp.brain.ghrest import GitHub
@@ -26,15 +27,11 @@ brain_app = typer.Typer(help="The Markdown brain: compile, export, git and GitHu
 github_app = typer.Typer(help="The GitHub-issues backend (RxAi AMP).", no_args_is_help=True)
 brain_app.add_typer(github_app, name="github")
 
-StoreOpt = Annotated[
-    Path | None, typer.Option("--store", "-s", help="Store file (default $AMCP_HOME/memory.db).")
-]
 NowOpt = Annotated[
     str | None,
     typer.Option("--now", help="The compile's clock: ISO 8601 with a zone, or epoch seconds. "
                  "The same store and --now give byte-identical output."),
 ]
-JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
 
 
 @contextmanager

@@ -13,15 +13,8 @@ from typing import Annotated, Any
 import typer
 
 from amcp.cli.common import emit_json, friendly, open_memory, out, pick
+from amcp.cli.options import EmbedOpt, JsonOpt, StoreOpt
 from amcp.errors import ValidationError
-
-StoreOpt = Annotated[
-    Path | None, typer.Option("--store", "-s", help="Store file (default $AMCP_HOME/memory.db).")
-]
-JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
-EmbedOpt = Annotated[
-    str, typer.Option("--embedder", "-e", help="auto | minilm | hashing | openai | none")
-]
 
 
 @friendly

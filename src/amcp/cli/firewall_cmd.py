@@ -15,13 +15,10 @@ import typer
 from rich.table import Table
 
 from amcp.cli.common import emit_json, friendly, open_memory, out, store_path
+from amcp.cli.options import JsonOpt, StoreOpt
 from amcp.cli.views import item_json
 from amcp.errors import AmcpError
 
-StoreOpt = Annotated[
-    Path | None, typer.Option("--store", "-s", help="Store file (default $AMCP_HOME/memory.db).")
-]
-JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
 
 @contextmanager
 def _bare(store: Path | None, *, create: bool = False) -> Iterator[Any]:

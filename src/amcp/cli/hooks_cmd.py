@@ -20,6 +20,7 @@ from typing import Annotated
 import typer
 
 from amcp.cli.common import emit_json, friendly, open_memory, out
+from amcp.cli.options import StoreOpt
 
 hooks_app = typer.Typer(help="Install amcp into coding agents and git.", no_args_is_help=True)
 install_app = typer.Typer(help="Install hooks.", no_args_is_help=True)
@@ -29,9 +30,6 @@ hook_app = typer.Typer(
     no_args_is_help=True,
 )
 
-StoreOpt = Annotated[
-    Path | None, typer.Option("--store", "-s", help="Store file (default $AMCP_HOME/memory.db).")
-]
 
 
 @install_app.command("claude-code")

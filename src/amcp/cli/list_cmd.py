@@ -13,6 +13,7 @@ from typing import Annotated
 import typer
 
 from amcp.cli.common import emit_json, friendly, open_memory, out
+from amcp.cli.options import ScopesOpt, TypesOpt
 
 _AGO = re.compile(r"(\d+(?:\.\d+)?)\s*([smhdw])")
 _UNIT = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
@@ -32,12 +33,8 @@ def since_value(text: str | None, now: float | None = None) -> str | float | Non
 
 @friendly
 def list_cmd(
-    scope: Annotated[
-        list[str] | None, typer.Option("--scope", help="Only these scopes (repeatable).")
-    ] = None,
-    type_: Annotated[
-        list[str] | None, typer.Option("--type", "-t", help="Only these types (repeatable).")
-    ] = None,
+    scope: ScopesOpt = None,
+    type_: TypesOpt = None,
     kind: Annotated[
         list[str] | None, typer.Option("--kind", help="Only these kinds (repeatable).")
     ] = None,

@@ -9,13 +9,7 @@ from typing import Annotated, Any
 import typer
 
 from amcp.cli.common import emit_json, err, friendly, new_store_or_nothing, open_memory, out
-
-StoreOpt = Annotated[
-    Path | None, typer.Option("--store", "-s", help="Store file (default $AMCP_HOME/memory.db).")
-]
-EmbedOpt = Annotated[
-    str, typer.Option("--embedder", "-e", help="auto | minilm | hashing | openai | none")
-]
+from amcp.cli.options import EmbedOpt, StoreOpt
 
 
 def _mapping(items: list[str] | None) -> dict[str, str]:

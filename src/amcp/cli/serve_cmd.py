@@ -15,6 +15,7 @@ from typing import Annotated
 import typer
 
 from amcp.cli.common import friendly, open_memory, out, store_path, warm_up
+from amcp.cli.options import StoreOpt
 
 trust_app = typer.Typer(help="Trust anchors and node certificates (X.509, Ed25519).",
                         no_args_is_help=True)
@@ -23,9 +24,6 @@ trust_app = typer.Typer(help="Trust anchors and node certificates (X.509, Ed2551
 HostOpt = Annotated[str, typer.Option(help="TCP address to listen on ('' = TCP off).")]
 PortOpt = Annotated[int, typer.Option(help="TCP port (default 7707).")]
 UnixOpt = Annotated[Path | None, typer.Option("--unix", help="Also listen on this unix socket.")]
-StoreOpt = Annotated[
-    Path | None, typer.Option("--store", "-s", help="Store file (default $AMCP_HOME/memory.db).")
-]
 PolicyOpt = Annotated[Path | None, typer.Option(help="Access policy (TOML/JSON); default: open.")]
 AnchorOpt = Annotated[Path | None, typer.Option(help="Trust anchors (PEM) for verified peers.")]
 CertOpt = Annotated[Path | None, typer.Option(help="This node's certificate chain (PEM).")]
