@@ -41,15 +41,27 @@ def _sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+# What each hash covers, written once: over parts already ``normalised`` (a normalised
+# value's parts are normalised too), so verify_integrity can hash all three from one walk.
+def _id_of(core: Any, created_at: str, created_by: str) -> str:
+    return "K-" + _sha256(pack_normalised(
+        {"core": core, "created_at": created_at, "created_by": created_by}))
+
+
+def _checksum_of(core: Any, meta: Any) -> str:
+    return "sha256:" + _sha256(pack_normalised({"core": core, "meta": meta}))
+
+
+def _envelope_of(enveloped: Any) -> str:
+    return "sha256:" + _sha256(pack_normalised(enveloped))
+
+
 def knowledge_id_for(core: dict[str, Any], created_at: str, created_by: str) -> str:
-    digest = hashlib.sha256(
-        canonical_packb({"core": core, "created_at": created_at, "created_by": created_by})
-    ).hexdigest()
-    return "K-" + digest
+    return _id_of(normalised(core), created_at, created_by)
 
 
 def checksum_for(core: dict[str, Any], meta: dict[str, Any]) -> str:
-    return "sha256:" + hashlib.sha256(canonical_packb({"core": core, "meta": meta})).hexdigest()
+    return _checksum_of(normalised(core), normalised(meta))
 
 
 def envelope_for(record: dict[str, Any]) -> str:
@@ -59,7 +71,7 @@ def envelope_for(record: dict[str, Any]) -> str:
     A section left empty by those removals counts as absent: the node adds ``causal.hlc``
     after the writer sealed the record, and the envelope must not change when it does.
     """
-    return "sha256:" + hashlib.sha256(canonical_packb(_enveloped(record))).hexdigest()
+    return _envelope_of(normalised(_enveloped(record)))
 
 
 def _enveloped(record: dict[str, Any]) -> dict[str, Any]:
@@ -118,21 +130,18 @@ def verify_integrity(record: AMFRecord, *, signature: bool = True) -> None:
     ``signature=False`` skips the Ed25519 check (the slow part) for records already verified
     on the way in.
     """
-    # One walk of the record: the id, checksum and envelope are packed from its normalised
-    # parts (``canonical.normalised``), as ``knowledge_id_for``/``checksum_for``/
-    # ``envelope_for`` would pack them (tests/amf holds the two ways equal).
+    # One walk of the record: id, checksum and envelope hashed from its normalised parts.
     whole = normalised(_enveloped(record.to_dict()))
     core, meta = whole["core"], whole["meta"]
-    expected_id = "K-" + _sha256(pack_normalised(
-        {"core": core, "created_at": meta["created_at"], "created_by": meta["created_by"]}))
+    expected_id = _id_of(core, meta["created_at"], meta["created_by"])
     if expected_id != record.knowledge_id:
         raise IntegrityError(f"knowledge_id does not match content (expected {expected_id})")
-    expected_sum = "sha256:" + _sha256(pack_normalised({"core": core, "meta": meta}))
+    expected_sum = _checksum_of(core, meta)
     if expected_sum != record.integrity.checksum:
         raise IntegrityError(f"integrity.checksum does not match content of {record.knowledge_id}")
     signed = expected_sum
     if record.integrity.envelope is not None:
-        signed = "sha256:" + _sha256(pack_normalised(whole))
+        signed = _envelope_of(whole)
         if signed != record.integrity.envelope:
             raise IntegrityError(
                 f"integrity.envelope does not match the record {record.knowledge_id} "
