@@ -134,6 +134,7 @@ class FastReader:
         if version != SCHEMA_VERSION:
             self._db.close()
             raise StaleStore(f"{self.path} has schema v{version}, not v{SCHEMA_VERSION}")
+        self._raw_key: bytes | None = None
         try:
             self.store_id = self.meta("store_id") or ""
             self._check_open()
@@ -173,16 +174,18 @@ class FastReader:
     # ------------------------------------------------------------------ integrity
 
     def _derive(self, purpose: str) -> bytes:
-        """``Keyring.derive`` from the raw data key, without loading ``cryptography``."""
+        """``Keyring.derive`` from the raw data key, without loading ``cryptography``; the
+        key file is read once per reader (the head's MAC and the row seals both need it)."""
         from amcp.subkeys import derive_key
 
-        path = os.path.join(self.key_dir, "data.key")
-        try:
-            with open(path, "rb") as fh:
-                raw = fh.read()
-        except OSError as exc:
-            raise StoreError(f"cannot read the store's data key {path}: {exc}") from exc
-        return derive_key(raw, purpose)
+        if self._raw_key is None:
+            path = os.path.join(self.key_dir, "data.key")
+            try:
+                with open(path, "rb") as fh:
+                    self._raw_key = fh.read()
+            except OSError as exc:
+                raise StoreError(f"cannot read the store's data key {path}: {exc}") from exc
+        return derive_key(self._raw_key, purpose)
 
     def _check_open(self) -> None:
         """The witnesses, then the log tail and the signed head in one read snapshot.
@@ -243,7 +246,8 @@ class FastReader:
         except ValueError:
             head = None
         if head is None or not mac_verifies(self._derive(MAC_PURPOSE), head, self.store_id):
-            raise Unreconciled(f"{self.path}: the signed head has no MAC this reader can check")
+            raise Unreconciled(f"{self.path}: the signed head has no MAC this reader can check "
+                               "(missing: written before MACs; or wrong)")
         if (head.seq, head.hash) != (last, tail):
             raise Unreconciled(f"{self.path}: the change log does not end at its signed head")
         rows = int(self._q("SELECT COUNT(*) FROM records")[0][0])
