@@ -47,13 +47,19 @@ def _utc_text(value: Any) -> Any:
     return value
 
 
-@contextlib.contextmanager
-def _connect(dsn: str) -> Iterator[Any]:
+def _psycopg() -> Any:
+    """psycopg, or a clear error when the postgres extra is not installed."""
     try:
         import psycopg
-    except ImportError as exc:  # the postgres extra is not installed
+    except ImportError as exc:
         raise ConfigError("reading PostgreSQL needs psycopg: pip install 'pyamcp[postgres]'"
                           ) from exc
+    return psycopg
+
+
+@contextlib.contextmanager
+def _connect(dsn: str) -> Iterator[Any]:
+    psycopg = _psycopg()
     try:
         conn = psycopg.connect(dsn, connect_timeout=10)
     except psycopg.Error as exc:
@@ -68,7 +74,7 @@ def _connect(dsn: str) -> Iterator[Any]:
 
 def snapshot_langgraph(dsn: str, dst: Path) -> int:
     """Copy the ``store`` table at ``dsn`` into a new SQLite file ``dst``; rows copied."""
-    import psycopg
+    psycopg = _psycopg()  # before anything else: without it, one clear line
 
     name = redacted(dsn)
     with _connect(dsn) as conn, contextlib.closing(sqlite3.connect(dst)) as out:
