@@ -212,16 +212,15 @@ def iter_entries(mem: Memory, now: float, cache: dict[str, Static] | None = None
     rows = [r for r in mem.store.states(ALL_RECORDS, limit=-1)
             if r.state.lifecycle is not Lifecycle.PURGED]
     missing = [r.knowledge_id for r in rows if r.knowledge_id not in cache]
-    if len(missing) > len(rows) // 4:
-        for _entry in _read_all(mem, cache, now):  # mostly cold: a walk beats id lookups
-            pass
-    else:
-        for start in range(0, len(missing), PAGE):
-            ids = tuple(missing[start:start + PAGE])
-            flt = RecordFilter(ids=ids, lifecycles=None, include_expired=True)
-            for item in mem.list_records(flt, limit=len(ids)):
-                if item.record is not None:
-                    cache[item.knowledge_id] = static_of(item.record)
+    if len(missing) > len(rows) // 4:  # mostly cold: a walk beats id lookups
+        yield from _read_all(mem, cache, now)
+        return
+    for start in range(0, len(missing), PAGE):
+        ids = tuple(missing[start:start + PAGE])
+        flt = RecordFilter(ids=ids, lifecycles=None, include_expired=True)
+        for item in mem.list_records(flt, limit=len(ids)):
+            if item.record is not None:
+                cache[item.knowledge_id] = static_of(item.record)
     for row in rows:
         static = cache.get(row.knowledge_id)
         if static is not None:
