@@ -45,6 +45,7 @@ from amcp.store.base import (
     StoreStats,
 )
 from amcp.store.owner import check_file
+from amcp.store.rowseal import left_out_warning
 from amcp.store.sqlite import SQLiteStore
 
 if TYPE_CHECKING:  # embedders load on first use: lexical-only readers skip them
@@ -449,11 +450,7 @@ class Memory(WritePath, ReviewPath):
         bad = self.store.quarantined()
         found = self.store.integrity_warnings()
         if bad:
-            found = (
-                f"{len(bad)} record(s) failed verification and are quarantined (left out of "
-                "every answer); run `amcp verify` for the report",
-                *found,
-            )
+            found = (left_out_warning(len(bad)), *found)
         return found
 
     def _view(self, item: StoredRecord, reveal: bool) -> StoredRecord:

@@ -36,6 +36,12 @@ UNLOGGED = "it has no change-log entry (added outside amcp)"
 STALE_ROW = "its row is not its latest logged state (an older copy of the row)"
 DELETED = "it is missing from the store (deleted outside amcp)"
 
+
+def left_out_warning(count: int) -> str:
+    """What every answer says while ``count`` records are quarantined (all read paths)."""
+    return (f"{count} record(s) failed verification and are quarantined (left out of every "
+            "answer); run `amcp verify` for the report")
+
 # The sealed columns of ``records``, in seal order. Access counters (``access_count``,
 # ``last_access``) are left out on purpose: PROFILE §6 allows them unsigned, because they
 # only reorder results, never admit or hide one, and they change on every read.
@@ -125,4 +131,4 @@ def digest_text(value: int) -> str:
 
 
 __all__ = ["DELETED", "EDITED", "MODULUS", "SEALED", "STALE_ROW", "UNLOGGED", "Sealer", "as_int",
-           "digest_of", "digest_text"]
+           "digest_of", "digest_text", "left_out_warning"]

@@ -115,12 +115,6 @@ if TYPE_CHECKING:  # a Protocol class needs typing at run time; only checkers ne
         def close(self) -> None: ...
 
 
-def left_out_warning(count: int) -> str:
-    """``Memory.warnings``'s words for records left out of an answer."""
-    return (f"{count} record(s) failed verification and are quarantined (left out of every "
-            "answer); run `amcp verify` for the report")
-
-
 def one_line(text: str, limit: int) -> str:
     flat = " ".join(text.split())
     return flat if len(flat) <= limit else flat[: limit - 1].rstrip() + "…"
@@ -335,6 +329,8 @@ class FastBackend:
 
     def warnings(self) -> tuple[str, ...]:
         left_out = len(self.reader.quarantined())
+        from amcp.store.rowseal import left_out_warning  # fastread has loaded it already
+
         return (left_out_warning(left_out),) if left_out else ()
 
     def close(self) -> None:
