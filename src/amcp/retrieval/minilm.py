@@ -260,24 +260,7 @@ def export_onnx(target: Path) -> None:
     """
     import torch
 
-    model = _load_bert(model_dir())
-
-    class _Pooled(torch.nn.Module):
-        def __init__(self, bert: Any) -> None:
-            super().__init__()
-            self.bert = bert
-
-        def forward(self, input_ids: Any, attention_mask: Any) -> Any:
-            hidden = self.bert(
-                input_ids=input_ids,
-                attention_mask=attention_mask,
-                token_type_ids=torch.zeros_like(input_ids),
-            ).last_hidden_state
-            m = attention_mask.unsqueeze(-1).to(hidden.dtype)
-            pooled = (hidden * m).sum(1) / m.sum(1).clamp(min=1e-9)
-            return torch.nn.functional.normalize(pooled, p=2.0, dim=1)
-
-    wrapper = _Pooled(model).eval()
+    wrapper = _pooled(_load_bert(model_dir()))
     # Trace with padding present so the masked path is the one recorded.
     ids = torch.ones((2, 8), dtype=torch.int64)
     mask = torch.ones((2, 8), dtype=torch.int64)
@@ -306,19 +289,48 @@ def export_onnx(target: Path) -> None:
                 opset_version=_OPSET,
                 dynamo=False,
             )
-        # Verify before publishing: a wrong graph must never enter the cache.
-        tok = _Tokenizer(model_dir())
-        p_ids, p_mask = _pad(tok.encode(_PROBE))
-        with torch.inference_mode():
-            ref = wrapper(torch.from_numpy(p_ids), torch.from_numpy(p_mask)).numpy()
-        got = _OnnxSession(tmp, threads=1).run(p_ids, p_mask)
-        cos = (ref * got).sum(axis=1)
-        if not np.all(cos >= 0.9999):
-            raise RuntimeError(f"exported ONNX graph disagrees with torch (cosine {cos})")
+        _check_export(wrapper, tmp)  # before publishing: a wrong graph never enters the cache
         os.replace(tmp, target)
     finally:
         with contextlib.suppress(OSError):
             tmp.unlink()
+
+
+def _pooled(bert: Any) -> Any:
+    """``bert`` with mean pooling over real tokens and L2 normalisation, as one module (in
+    eval mode) for the ONNX trace."""
+    import torch
+
+    class Pooled(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.bert = bert
+
+        def forward(self, input_ids: Any, attention_mask: Any) -> Any:
+            hidden = self.bert(
+                input_ids=input_ids,
+                attention_mask=attention_mask,
+                token_type_ids=torch.zeros_like(input_ids),
+            ).last_hidden_state
+            m = attention_mask.unsqueeze(-1).to(hidden.dtype)
+            pooled = (hidden * m).sum(1) / m.sum(1).clamp(min=1e-9)
+            return torch.nn.functional.normalize(pooled, p=2.0, dim=1)
+
+    return Pooled().eval()
+
+
+def _check_export(wrapper: Any, graph: Path) -> None:
+    """Refuse ``graph`` unless it agrees with torch's ``wrapper`` on a padded probe batch."""
+    import torch
+
+    tok = _Tokenizer(model_dir())
+    p_ids, p_mask = _pad(tok.encode(_PROBE))
+    with torch.inference_mode():
+        ref = wrapper(torch.from_numpy(p_ids), torch.from_numpy(p_mask)).numpy()
+    got = _OnnxSession(graph, threads=1).run(p_ids, p_mask)
+    cos = (ref * got).sum(axis=1)
+    if not np.all(cos >= 0.9999):
+        raise RuntimeError(f"exported ONNX graph disagrees with torch (cosine {cos})")
 
 
 class _OnnxSession:
