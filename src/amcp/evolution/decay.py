@@ -147,14 +147,14 @@ def view_of(
 
 def default_model(ktype: KnowledgeType) -> DecayModel:
     """The upstream default model of a type (what a record without its own follows)."""
-    model = _DEFAULT_MODELS.get(ktype)
-    if model is None:
-        default_type, default_hl = DEFAULT_DECAY[ktype]
-        model = _DEFAULT_MODELS[ktype] = DecayModel(type=default_type, half_life_days=default_hl)
-    return model
+    return _DEFAULT_MODELS[ktype]
 
 
-_DEFAULT_MODELS: dict[KnowledgeType, DecayModel] = {}
+# A constant table (DecayModel is frozen), not a cache filled on first use.
+_DEFAULT_MODELS: dict[KnowledgeType, DecayModel] = {
+    ktype: DecayModel(type=dtype, half_life_days=half_life)
+    for ktype, (dtype, half_life) in DEFAULT_DECAY.items()
+}
 
 
 def effective_confidence(record: AMFRecord, state: RecordState | None, now: float) -> float:
