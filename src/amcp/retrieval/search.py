@@ -20,15 +20,9 @@ from typing import TYPE_CHECKING
 
 from amcp.amf.timefmt import parse_ts
 from amcp.amf.types import Lifecycle
-from amcp.retrieval.fusion import Candidate, boost_coverage, coverage, rerank_score, rrf
-from amcp.retrieval.lexical import (
-    bm25_scores,
-    build_match,
-    common_terms,
-    prune_terms,
-    query_terms,
-    rescore,
-)
+from amcp.retrieval.fusion import Candidate, rerank_score, rrf
+from amcp.retrieval.lexical_recall import LEXICAL_DEFAULTS as _LEX
+from amcp.retrieval.lexical_recall import LexicalHits, LexicalTuning, lexical_hits, with_coverage
 from amcp.store.base import RecordFilter, Store, StoredRecord, VectorSource, vectors_of
 from amcp.store.termstats import MAX_SCOPES, TermStats
 
@@ -71,21 +65,24 @@ class Hit:
 
 @dataclass(frozen=True, slots=True)
 class SearchTuning:
-    """The knobs of hybrid recall. Defaults were chosen on LoCoMo (bench/recall_locomo.py)."""
+    """The knobs of hybrid recall: the lexical ones (``LexicalTuning``, documented there,
+    shared with the hooks' fast reader) and the vector side's weight."""
 
-    candidates: int = 50  # per ranker, before fusion
-    rrf_k: int = 10  # LoCoMo: 10 beat 20 by ~1 R@10, 60 by ~3 (rank-1 agreement matters more)
-    lexical_weight: float = 1.25  # LoCoMo: words beat meaning slightly on conversational memory
+    candidates: int = _LEX.candidates
+    rrf_k: int = _LEX.rrf_k
+    lexical_weight: float = _LEX.lexical_weight
     vector_weight: float = 1.0
-    max_term_share: float = 0.2  # query terms in more of the records than this are dropped
-    context_weight: float = 0.5  # BM25 weight of context words vs the record's own (LoCoMo-tuned)
-    # Fused score x (1 + this x share of the query's too-common terms in the record's own
-    # text): LoCoMo +1.3 R@10, +2.1 R@5 on conversations 0-4, +1.5 / +2.5 on 5-9.
-    coverage_weight: float = 0.4
-    # A scoped recall re-scores this many of FTS5's best matches with the scope's own term
-    # statistics (FTS5 ranks with the whole store's) and keeps the best ``candidates``.
-    # LoCoMo dev (conversations 0-4): 50 → 76.8 R@10, 100 → 77.2, 200 → 77.0.
-    scope_depth: int = 100
+    max_term_share: float = _LEX.max_term_share
+    context_weight: float = _LEX.context_weight
+    coverage_weight: float = _LEX.coverage_weight
+    scope_depth: int = _LEX.scope_depth
+
+    @property
+    def lexical(self) -> LexicalTuning:
+        return LexicalTuning(
+            self.candidates, self.rrf_k, self.lexical_weight, self.max_term_share,
+            self.context_weight, self.coverage_weight, self.scope_depth,
+        )
 
     def __post_init__(self) -> None:
         for name in ("candidates", "rrf_k", "scope_depth"):
@@ -378,35 +375,14 @@ class HybridSearcher:
 
     def lexical_search(self, query: str, flt: RecordFilter, k: int) -> list[tuple[str, float]]:
         """BM25 over the query's informative terms (see ``prune_terms``)."""
-        return self._lexical(query, flt, k)[0]
+        return self._lexical(query, flt, k).hits
 
-    def _lexical(
-        self, query: str, flt: RecordFilter, k: int
-    ) -> tuple[list[tuple[str, float]], list[str], dict[str, str]]:
-        """BM25 hits, the query's common terms that BM25 was spared (for ``coverage``), and
-        the own terms of the records a scope-local re-scoring already read (else empty)."""
-        t = self.tuning
-        lex = self.lexical
-        if lex is None:
-            return [], [], {}
-        terms = query_terms(query)
-        local = self._scope_stats(flt, terms)
-        doc_freq, total = (local.doc_freq, local.docs) if local else lex.term_doc_freq(terms)
-        kept = prune_terms(terms, doc_freq, total, max_share=t.max_term_share)
-        common = common_terms(terms, doc_freq, kept)
-        if not kept:
-            return [], common, {}
-        depth = k if local is None else max(k, t.scope_depth)
-        hits = lex.search_lexical(build_match(kept), flt, depth, context_weight=t.context_weight)
-        if local is not None and hits:
-            texts = lex.lexical_texts([kid for kid, _s in hits])
-            scores = bm25_scores(
-                kept, texts, local.doc_freq, local.docs, local.avg_len,
-                context_weight=t.context_weight,
-            )
-            hits = rescore(hits, scores)[:k]
-            return hits, common, {kid: own for kid, (own, _context) in texts.items()}
-        return hits, common, {}
+    def _lexical(self, query: str, flt: RecordFilter, k: int) -> LexicalHits:
+        """``lexical_recall.lexical_hits`` over the store's lexical index (none: no hits)."""
+        if self.lexical is None:
+            return LexicalHits([], [], {})
+        return lexical_hits(self.lexical, query, flt, k, self.tuning.lexical,
+                            lambda terms: self._scope_stats(flt, terms))
 
     def _scope_stats(self, flt: RecordFilter, terms: Sequence[str]) -> TermStats | None:
         """The scope's own term statistics when ``flt`` is a recall over a few scopes'
@@ -481,12 +457,12 @@ class HybridSearcher:
         t = self.tuning
         pool = max(t.candidates, k)
         ahead = self._vector_ahead(query, flt, pool)
-        lexical_hits, common, read = self._lexical(query, flt, pool)
-        lexical = [kid for kid, _ in lexical_hits]
+        found = self._lexical(query, flt, pool)
+        lexical = [kid for kid, _ in found.hits]
         vector: list[tuple[str, float]] = []
         if ahead is not None:
-            qvec, found = ahead.result()
-            vector = self._named(found) if found is not None else self.vector_search(
+            qvec, searched = ahead.result()
+            vector = self._named(searched) if searched is not None else self.vector_search(
                 qvec, flt, pool
             )
         elif self.embedder is not None:
@@ -495,13 +471,8 @@ class HybridSearcher:
             lexical, vector, lexical_weight=t.lexical_weight, vector_weight=t.vector_weight,
             k=t.rrf_k,
         )
-        if common and t.coverage_weight and fused and self.lexical is not None:
-            # Candidates whose text the scoped re-scoring read are not read again.
-            ids = [c.knowledge_id for c in fused]
-            own = {kid: read[kid] for kid in ids if kid in read}
-            own.update(self.lexical.own_terms([kid for kid in ids if kid not in own]))
-            shares = {kid: coverage(common, terms) for kid, terms in own.items()}
-            fused = boost_coverage(fused, shares, t.coverage_weight)
+        if self.lexical is not None:
+            fused = with_coverage(fused, found, self.lexical, t.lexical)
         return self._rerank(fused[:pool], k, now if now is not None else time.time(), flt)
 
     def _created_ts(self, created_at: str) -> float:
