@@ -78,6 +78,10 @@ def compose(memory: Memory, spec: RecordSpec) -> AMFRecord:
         "confidence": spec.confidence if spec.confidence is not None else confidence,
         "tags": _tags(spec), "extensions": dict(spec.extensions),
         "supersedes": spec.supersedes,
+        # Another tool's export is not this node's own word: the firewall screens and labels
+        # it as imported (unverified), so instruction-shaped items are held as drafts and
+        # a careless import cannot outrank or overwrite what the user said (docs/firewall.md).
+        "provenance": {"origin": "import"},
     }
     if spec.subject:
         fields["subject"] = _subject(spec)
