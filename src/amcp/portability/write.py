@@ -38,6 +38,7 @@ class Written:
     created: bool
     merged_into: str | None  # the store already held the same content (put_many dedup)
     spec: RecordSpec
+    held: bool = False  # the firewall stored it as a draft (instruction-shaped, contradicting)
 
 
 @dataclass(frozen=True, slots=True)
@@ -237,7 +238,7 @@ def _commit(
                         lifecycle=Lifecycle.SUPERSEDED, superseded_by=outcome.knowledge_id,
                     )
             out.append(Written(spec.source_key, outcome.knowledge_id, outcome.created,
-                               outcome.duplicate_of, spec))
+                               outcome.duplicate_of, spec, outcome.held is not None))
     for spec in specs:
         if spec.supersedes:
             memory.searcher.removed(memory.store.rowid_of(spec.supersedes))
