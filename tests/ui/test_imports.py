@@ -144,3 +144,15 @@ def test_imports_pages_in_the_browser(browser: Any, tmp_path: Path, artifacts: P
         axe.close()
     assert not any(bad.values()), bad
     mem.close()
+
+
+def test_search_origin_filter_reads_verified_provenance(tmp_path: Path) -> None:
+    mem = make_memory(tmp_path)
+    mem.remember("Lunch is at noon", scope="team:a", provenance="external")
+    mem.remember("Lunch moved to one", scope="team:a")  # this node's own: origin user
+    with ui_client(mem) as c:
+        web = c.get("/ui/results", params={"q": "lunch", "origin": "external"}).text
+        assert "Lunch is at noon" in web and "Lunch moved to one" not in web
+        mine = c.get("/ui/results", params={"q": "lunch", "origin": "user"}).text
+        assert "Lunch moved to one" in mine and "Lunch is at noon" not in mine
+    mem.close()

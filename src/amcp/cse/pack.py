@@ -8,7 +8,9 @@ Steps, as upstream (step numbers in comments):
    core records of each core type by learned weight, and, after HIGH_ROI is placed, the
    gravity neighbours of what it holds (same cluster, causal predecessors). Candidate sets
    are bounded, so a pack costs the same at 10k and 100k records;
-3. rank by ROI (``amcp.cse.roi``), ties broken by knowledge id;
+3. rank by ROI (``amcp.cse.roi``, over the trusted confidence), ties broken by knowledge id,
+   after the firewall's screen (``amcp.cse.screen``): each item labelled with its verified
+   origin, instruction-shaped records withheld and counted;
 4. CORE_PRINCIPLES: KT-PITFALL, KT-FACT, KT-PRINCIPLE — full AMF where it fits, else a
    one-line pointer (this zone is never evicted, so a line beats nothing);
 5. HIGH_ROI: greedy by ROI while records fit;

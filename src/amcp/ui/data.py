@@ -19,6 +19,7 @@ from amcp.amf.timefmt import parse_ts
 from amcp.amf.types import KnowledgeType, Lifecycle
 from amcp.errors import AmcpError, GoneError, NotFoundError, ValidationError
 from amcp.evolution.decay import DAY, NEUTRAL_WEIGHT, decay_model_of, time_factor, trust
+from amcp.firewall.provenance import Origin
 from amcp.memory import Memory
 from amcp.retrieval.fusion import priors
 from amcp.retrieval.search import Hit
@@ -175,7 +176,7 @@ def search(memory: Memory, locked: Locked, who: Caller, form: SearchForm) -> Sea
             created_after=form.created_after, created_before=form.created_before,
         )
         items = _top(memory, locked, flt, form.k)
-        rows = [row_of(i) for i in _visible(who, items) if _origin_ok(i, form)]
+        rows = [row_of(i) for i in _visible(who, items) if _origin_ok(memory, i, form)]
         return SearchPage(form, tuple(rows), (time.perf_counter() - started) * 1000, False)
     # Inspecting is not using: touch=False keeps access statistics (and so ranking) as is.
     result = locked(
@@ -185,7 +186,8 @@ def search(memory: Memory, locked: Locked, who: Caller, form: SearchForm) -> Sea
     )
     now = time.time()
     hits = [h for h in result.hits if h.item.record is not None
-            and who.readable(h.item.record.meta.project_scope) and _origin_ok(h.item, form)]
+            and who.readable(h.item.record.meta.project_scope)
+            and _origin_ok(memory, h.item, form)]
     rows = [row_of(h.item, breakdown(memory, h, now)) for h in hits]
     return SearchPage(form, tuple(rows), (time.perf_counter() - started) * 1000, True)
 
@@ -207,11 +209,17 @@ def _opt(values: Sequence[T] | None) -> tuple[T, ...] | None:
     return tuple(values) if values else None
 
 
-def _origin_ok(item: StoredRecord, form: SearchForm) -> bool:
-    """``origin``: which node or agent wrote it (meta.created_by), matched as a substring;
-    the store has no index for it, so it filters the page of results."""
+def _origin_ok(memory: Memory, item: StoredRecord, form: SearchForm) -> bool:
+    """``origin``: one of the firewall's origins (``user``, ``agent``, ``tool``,
+    ``external``, ``import``, ``peer``) matches the record's provenance as the firewall
+    verified it; anything else is which node or agent wrote it (meta.created_by), matched
+    as a substring. The store has no index for either, so it filters the page of results."""
     origin = form.origin.strip().lower()
-    return not origin or (item.record is not None and origin in item.record.meta.created_by.lower())
+    if not origin or item.record is None:
+        return not origin
+    if origin in {o.value for o in Origin} and memory.firewall is not None:
+        return memory.firewall.trust(item.record).origin.value == origin
+    return origin in item.record.meta.created_by.lower()
 
 
 def _visible(who: Caller, items: Sequence[StoredRecord]) -> list[StoredRecord]:
