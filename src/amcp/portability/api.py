@@ -219,7 +219,8 @@ def _import_files(
         held += w.held
     verification = verifier.finish(health.items, counted["items"], health.records)
     result = ImportResult(health, verification, rec.created, already, superseded)
-    log = rec.finish(memory.store, result, held)
+    log = rec.finish(memory.store, health, verification, already=already,
+                     superseded=superseded, held=held)
     return replace(result, report=log.id)
 
 

@@ -28,7 +28,8 @@ from amcp.portability.model import Decision, Planned
 
 if TYPE_CHECKING:
     from amcp.ndjson import ImportReport as NdjsonReport
-    from amcp.portability.api import ImportResult
+    from amcp.portability.report import HealthReport
+    from amcp.portability.verify import Verification
     from amcp.store.base import Store
 
 INDEX = "import_reports"
@@ -119,13 +120,14 @@ class Recorder:
             **counts,
         )
 
-    def finish(self, store: Store, result: ImportResult, held: int) -> ImportLog:
-        v = result.verification
-        checks = tuple((c.name, c.ok, c.detail) for c in v.checks) if v is not None else ()
+    def finish(self, store: Store, health: HealthReport, v: Verification, *, already: int,
+               superseded: int, held: int) -> ImportLog:
+        """The import ran to its end: ``already`` records the store held, ``held`` drafts."""
+        checks = tuple((c.name, c.ok, c.detail) for c in v.checks)
         log = self._log(
-            "ok" if result.ok else "unverified", imported=result.created,
-            duplicates=self.merged + result.already, held=held, superseded=result.superseded,
-            scopes=tuple(s for s, _n in result.health.scopes), checks=checks,
+            "ok" if v.ok else "unverified", imported=self.created,
+            duplicates=self.merged + already, held=held, superseded=superseded,
+            scopes=tuple(s for s, _n in health.scopes), checks=checks,
         )
         save(store, log)
         return log
