@@ -20,6 +20,7 @@ from amcp.amf.types import KnowledgeType, Lifecycle
 from amcp.errors import AmcpError, GoneError, NotFoundError, ValidationError
 from amcp.evolution.decay import DAY, NEUTRAL_WEIGHT, decay_model_of, time_factor, trust
 from amcp.firewall.provenance import Origin
+from amcp.firewall.trust import Trust
 from amcp.memory import Memory
 from amcp.retrieval.fusion import priors
 from amcp.retrieval.search import Hit
@@ -268,6 +269,10 @@ class RecordPage:
     age_days: float
     writable: bool
     evidence: tuple[str, ...] = field(default_factory=tuple)
+    # Where it came from as the memory firewall verified it (None: no firewall), and the
+    # confidence readers filter and rank by (the stated one capped by that trust).
+    trust: Trust | None = None
+    trusted_confidence: float | None = None
 
 
 def visible(memory: Memory, locked: Locked, who: Caller, knowledge_id: str) -> StoredRecord:
@@ -376,13 +381,29 @@ def record_page(memory: Memory, locked: Locked, who: Caller, knowledge_id: str) 
         writable = True
     except AmcpError:
         writable = False
+    t = _stored_trust(memory, locked, item)
     return RecordPage(
         item, rec, rec.to_dict(), verification(memory, rec),
         tuple(lineage(memory, locked, who, item)), tuple(changes),
         tuple(confidence_curve(rec, item.state.weight, now)), tuple(weight_history(changes)),
         max((now - parse_ts(rec.meta.created_at).timestamp()) / DAY, 0.0), writable,
-        tuple(rec.core.evidence or ()),
+        tuple(rec.core.evidence or ()), t,
+        t.confidence(rec.core.confidence) if t is not None else None,
     )
+
+
+def _stored_trust(memory: Memory, locked: Locked, item: StoredRecord) -> Trust | None:
+    """The firewall's verdict on the stored record (a sensitive one is shown redacted, and
+    a redacted text checks against no signature)."""
+    if memory.firewall is None or item.record is None:
+        return None
+    record = item.record
+    if item.state.sensitive:
+        stored = locked(memory.store.get, item.knowledge_id)
+        if stored is None or stored.record is None:
+            return None
+        record = stored.record
+    return memory.firewall.trust(record)
 
 
 __all__ = [
