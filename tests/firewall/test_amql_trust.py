@@ -5,8 +5,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from tests.firewall.kit import SCOPE, hmac_claim, memory
 
+from amcp.errors import NotFoundError
 from amcp.firewall.trust import CONFIDENCE_CEILING
 
 
@@ -77,3 +79,16 @@ def test_a_sensitive_record_keeps_its_verified_trust(tmp_path: Path) -> None:
         assert _ids(mem, "RECALL * WHERE tags CONTAINS 'trust:user'") == {real.knowledge_id}
         hits = mem.recall("door code", scope=SCOPE, tags=["trust:user"]).hits
         assert [h.knowledge_id for h in hits] == [real.knowledge_id]
+
+
+def test_distill_does_not_launder_unverified_confidence(tmp_path: Path) -> None:
+    with memory(tmp_path) as mem:
+        for i in range(3):
+            mem.remember(f"Retry the flaky upload step {i} times before failing the build.",
+                         scope=SCOPE, provenance="external", confidence=1.0,
+                         subject="ci.upload.retries")
+        # the threshold reads the trusted confidence: nothing clears 0.8
+        with pytest.raises(NotFoundError):
+            mem.distill("RECALL * WHERE subject = 'ci.upload.retries'", confidence_threshold=0.8)
+        out = mem.distill("RECALL * WHERE subject = 'ci.upload.retries'")
+        assert mem.get(out.knowledge_id).record.core.confidence <= CONFIDENCE_CEILING[1]
