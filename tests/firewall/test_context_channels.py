@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
-from tests.firewall.kit import SCOPE, hmac_claim, memory
+from tests.firewall.kit import SCOPE, ed25519_claim, ed25519_writer, hmac_claim, memory
 
 from amcp.agent.hooks.fastpath import FastBackend, LocalBackend, _amf_line, _pointer_line
 from amcp.amf.types import Lifecycle
@@ -155,3 +155,19 @@ def test_node_answers_are_labelled_by_the_nodes_verdict_not_the_claim() -> None:
     line = _pointer_line(item)
     assert "attacker@example.com" not in line.text
     assert line.label.startswith("from a web page or document, unverified")
+
+
+def test_fast_reader_verifies_an_ed25519_signature(tmp_path: Path) -> None:
+    key, public = ed25519_writer()
+    with memory(tmp_path) as mem:
+        assert mem.firewall is not None
+        mem.firewall.keys.register(SCOPE, "alice-phone", ed25519_public=public)
+        text = "Alice's phone number ends in 4411."
+        mem.remember(text, scope=SCOPE, provenance=ed25519_claim(key, text, "alice-phone"))
+        path = mem.path
+    fast = FastBackend.open(path)
+    try:
+        assert [ln.label for ln in fast.recall("phone number", [SCOPE], 5)] == [
+            "from the user, verified (alice-phone)"]
+    finally:
+        fast.close()
