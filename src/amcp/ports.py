@@ -27,7 +27,7 @@ from amcp.retrieval.search import Hit, HybridSearcher
 from amcp.store.base import RecordFilter, Store, StoredRecord
 
 if TYPE_CHECKING:
-    from amcp.firewall import Trust
+    from amcp.firewall import Firewall, Trust
     from amcp.retrieval.embedders import Embedder
 
 
@@ -61,6 +61,8 @@ class MemoryReader(Protocol):
     def clock(self) -> HLC: ...
     @property
     def node_uri(self) -> str: ...
+    @property
+    def firewall(self) -> Firewall | None: ...
 
     def get(self, knowledge_id: str) -> StoredRecord: ...
 

@@ -17,8 +17,8 @@ def test_single_line_message_has_position_line_and_caret() -> None:
     assert message("RECALL * WHERE colour = 'red'") == (
         "amql:1:16: unknown field 'colour' (known: access_recency, caused_by, cluster_id, "
         "confidence, created_after, created_at, created_before, decay_status, knowledge_id, "
-        "lifecycle, object, predicate, project, project_scope, referenced_by, subject, tags, "
-        "type, weight)\n"
+        "lifecycle, object, origin, predicate, project, project_scope, referenced_by, "
+        "stated_confidence, subject, tags, trust_tier, type, verification, weight)\n"
         "  RECALL * WHERE colour = 'red'\n"
         "                 ^"
     )

@@ -31,14 +31,14 @@ def where(text: str) -> Expr:
 
 def test_split_keeps_order_and_separates_functions() -> None:
     split = split_where(where(
-        "semantic_match('x') AND type IN [KT-FACT] AND confidence > 0.8 AND "
+        "semantic_match('x') AND type IN [KT-FACT] AND stated_confidence > 0.8 AND "
         "project != current_project() AND (weight > 1 OR tags CONTAINS 'a') AND "
         "(weight > 1 OR semantic_match('y')) AND NOT lifecycle = archived AND "
         "access_recency > 0.5"
     ))
     assert split.pushable == (
         In("type", ("KT-FACT",)),
-        Compare("confidence", CompareOp.GT, 0.8),
+        Compare("stated_confidence", CompareOp.GT, 0.8),
         Or((Compare("weight", CompareOp.GT, 1), Contains("tags", "a"))),
         Not(Compare("lifecycle", CompareOp.EQ, "archived")),
     )
@@ -53,7 +53,10 @@ def test_split_keeps_order_and_separates_functions() -> None:
 @pytest.mark.parametrize(
     ("text", "pushable"),
     [
-        ("confidence > 0.5", True),
+        ("stated_confidence > 0.5", True),
+        ("confidence > 0.5", False),  # read capped by verified provenance (firewall)
+        ("tags CONTAINS 'trust:verified'", False),
+        ("tags CONTAINS 'misc'", True),
         ("decay_status != 'expired'", False),
         ("referenced_by = 'K-a'", False),
         ("cluster_id = (SELECT cluster_id FROM clusters)", False),
@@ -67,7 +70,7 @@ def test_is_pushable(text: str, pushable: bool) -> None:
 
 def test_columns_are_the_callers() -> None:
     e = where("decay_status != 'expired' AND confidence > 0.5")
-    split = split_where(e, columns=STORED_FIELDS | {"decay_status"})
+    split = split_where(e, columns=STORED_FIELDS | {"decay_status", "confidence"})
     assert split.residual == ()
     assert split_where(e, columns=()).pushable == ()
 

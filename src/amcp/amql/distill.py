@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from amcp.amf.types import KnowledgeType
 from amcp.amql.ast import Distill, Recall
-from amcp.amql.nodeview import QueryContext
+from amcp.amql.nodeview import QueryContext, trusted_confidence
 from amcp.amql.parser import parse
 from amcp.amql.planner import QueryResult, execute_recall, plan_recall
 from amcp.amql.writes import check_writable
@@ -63,7 +63,8 @@ def distill(
                            ctx, touch=False)
     records = [r.record for r in found.records if r.record is not None
                and not r.state.sensitive  # a principle must not repeat a secret
-               and r.record.core.confidence >= confidence_threshold]
+               # the trusted confidence: a self-raised one does not clear the threshold
+               and (trusted_confidence(r, ctx) or 0.0) >= confidence_threshold]
     if not records:
         raise NotFoundError(
             f"nothing to distill: the RECALL selected {len(found.records)} record(s), none "

@@ -24,11 +24,13 @@ from amcp.amql.evaluate import MappingView, evaluate
 from amcp.errors import AmcpError, ValidationError
 from amcp.evolution.decay import view
 from amcp.evolution.signals import SUBJECT_PREFIX
+from amcp.firewall.serve import answered_tags
 from amcp.retrieval.lexical import match_query
 from amcp.store.base import RecordFilter, StoredRecord
 from amcp.store.links import indexes_session
 
 if TYPE_CHECKING:
+    from amcp.firewall.trust import Trust
     from amcp.ports import MemoryReader
 
 _DAY = 86_400.0
@@ -253,6 +255,23 @@ class QueryContext:
         self._referenced_by: dict[str, list[str]] | None = None
         self._cluster_of: dict[str, object] = {}
 
+    # -- trust ----------------------------------------------------------------------
+
+    def trust(self, item: StoredRecord) -> Trust | None:
+        """The record's provenance as the firewall verified it (None: no firewall, or a
+        purged record). A sensitive record is listed redacted, and a redacted text checks
+        against no signature: its stored copy is what the firewall assesses."""
+        firewall = self.memory.firewall
+        record = item.record
+        if firewall is None or record is None:
+            return None
+        if item.state.sensitive:
+            stored = self.memory.store.get(item.knowledge_id)
+            if stored is None or stored.record is None:
+                return None
+            record = stored.record
+        return firewall.trust(record)
+
     # -- scanning -------------------------------------------------------------------
 
     def visible(self, **overrides: Any) -> RecordFilter:
@@ -397,12 +416,46 @@ def _optional_list(values: Sequence[str] | None) -> list[str] | None:
     return list(values) if values else None
 
 
+def trusted_confidence(item: StoredRecord, ctx: QueryContext) -> float | None:
+    """``confidence`` as AMQL reads it: the writer's stated confidence capped by what its
+    verified provenance is worth (``Trust.confidence``), so a self-raised confidence never
+    passes ``WHERE confidence > x`` nor sorts first (docs/firewall.md)."""
+    if item.record is None:
+        return None
+    stated = item.record.core.confidence
+    t = ctx.trust(item)
+    return stated if t is None else t.confidence(stated)
+
+
+def trusted_tags(item: StoredRecord, ctx: QueryContext) -> list[str] | None:
+    """``tags`` as AMQL reads it: the record's own, with ``trust:`` tags answered from
+    verified provenance (``trust:verified``, ``trust:user``, ``trust:unflagged``) instead
+    of whatever the writer tagged itself with."""
+    if item.record is None:
+        return None
+    return answered_tags(item.record.tags or (), ctx.trust(item)) or None
+
+
+def _trust_field(name: str) -> Callable[[StoredRecord, QueryContext], object]:
+    def get(item: StoredRecord, ctx: QueryContext) -> object:
+        t = ctx.trust(item)
+        if t is None:
+            return None
+        return {"origin": t.origin.value, "verification": t.verification.value,
+                "trust_tier": t.tier}[name]
+    return get
+
+
 _FIELD_GETTERS: dict[str, Callable[[StoredRecord, QueryContext], object]] = {
     "type": lambda i, _c: i.record.type.value if i.record else None,
-    "confidence": lambda i, _c: i.record.core.confidence if i.record else None,
+    "confidence": trusted_confidence,
+    "stated_confidence": lambda i, _c: i.record.core.confidence if i.record else None,
+    "origin": _trust_field("origin"),
+    "verification": _trust_field("verification"),
+    "trust_tier": _trust_field("trust_tier"),
     "project": lambda i, _c: list(i.record.meta.project_scope) if i.record else None,
     "project_scope": lambda i, _c: list(i.record.meta.project_scope) if i.record else None,
-    "tags": lambda i, _c: _optional_list(i.record.tags) if i.record else None,
+    "tags": trusted_tags,
     "subject": lambda i, _c: i.record.core.subject if i.record else None,
     "predicate": lambda i, _c: i.record.core.predicate.value if i.record else None,
     "object": lambda i, _c: i.record.core.object if i.record else None,

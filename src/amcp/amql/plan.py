@@ -27,9 +27,11 @@ from amcp.amql.ast import (
 
 # Fields held in the record itself (core, meta, causal) or in a plain per-record column
 # the node keeps. Left out on purpose: decay_status and access_recency (computed at query
-# time from the clock) and referenced_by (a reverse lookup). A store passes its own set.
+# time from the clock), referenced_by (a reverse lookup), and confidence, origin and the
+# other trust fields (read through the firewall: the stored confidence is only what the
+# writer stated, docs/firewall.md). A store passes its own set.
 STORED_FIELDS: frozenset[str] = frozenset(
-    {"type", "confidence", "project", "project_scope", "tags", "subject", "predicate",
+    {"type", "stated_confidence", "project", "project_scope", "tags", "subject", "predicate",
      "object", "created_at", "created_after", "created_before", "lifecycle", "caused_by",
      "cluster_id", "knowledge_id", "weight"}
 )
@@ -78,6 +80,9 @@ def is_pushable(expr: Expr, columns: Collection[str] = STORED_FIELDS) -> bool:
     if isinstance(expr, FuncCall):
         return False
     if isinstance(expr, Compare | Contains):
+        if expr.field == "tags" and isinstance(expr.value, str) and expr.value.startswith(
+                "trust:"):
+            return False  # a trust filter: the firewall answers it, never the stored tags
         return expr.field in columns and not isinstance(expr.value, FuncCall | ClusterSubquery)
     return expr.field in columns
 

@@ -43,6 +43,7 @@ from amcp.amql.plan import conjuncts
 from amcp.amql.pushdown import Pushdown, describe, mentions, push, strings
 from amcp.amql.schema import DEFAULT_MATCH_THRESHOLD, MAX_ROWS
 from amcp.errors import Status, ValidationError
+from amcp.firewall.serve import withheld
 from amcp.store.base import RecordFilter, StoredRecord
 
 if TYPE_CHECKING:
@@ -399,9 +400,16 @@ def _semantic_texts(expr: Expr | None) -> list[str]:
 
 def project_fields(item: StoredRecord, fields: tuple[str, ...] | None,
                    ctx: QueryContext) -> dict[str, Any]:
-    """The AMF as sent; with a projection, only the named sections/fields (+ the id)."""
+    """The AMF as sent; with a projection, only the named sections/fields (+ the id).
+
+    An instruction-shaped record (the firewall's detector) is sent as recall serves it:
+    the instruction and its addresses withheld (``x-withheld``), whatever its lifecycle,
+    so an AMQL answer — which an agent reads as context, e.g. MCP's ``memory_query`` —
+    never delivers a held draft's instruction. Read it by id for the stored text."""
     assert item.record is not None
-    amf = item.record.to_dict()
+    t = ctx.trust(item)
+    record = withheld(item.record, t) if t is not None and t.instruction else item.record
+    amf = record.to_dict()
     if fields is None:
         return amf
     out: dict[str, Any] = {"knowledge_id": item.knowledge_id}

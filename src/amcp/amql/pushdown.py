@@ -7,7 +7,8 @@ Each top-level conjunct lands in one of three bins:
   ``'*'`` records through; date bounds get a one-second margin because stored timestamps
   compare as strings); the conjunct is evaluated again in memory.
 - **residual**: evaluated in memory only (functions, OR mixing fields, computed fields,
-  ``confidence`` which lives in the record body, not a column).
+  ``confidence`` which lives in the record body, not a column, and is read capped by
+  verified provenance; a ``trust:`` tag, which only the firewall answers).
 
 Values only ever travel as filter fields, which the adapter turns into placeholders, so a
 quote or ``; DROP TABLE`` in a literal is data end to end.
@@ -23,6 +24,7 @@ from amcp.amf.types import KnowledgeType, Lifecycle
 from amcp.amql.ast import And, Compare, CompareOp, Contains, Expr, FuncCall, In, Not, Or
 from amcp.amql.nodeview import ALL_LIFECYCLES
 from amcp.amql.plan import conjoin
+from amcp.firewall.serve import TRUST_TAG
 from amcp.store.base import RecordFilter
 
 ALL_TYPES: tuple[KnowledgeType, ...] = tuple(KnowledgeType)
@@ -112,7 +114,8 @@ def _classify(item: Expr, acc: _Acc) -> str:
         if name in _SCOPE_FIELDS:
             acc.scopes = set(values) if acc.scopes is None else acc.scopes & set(values)
             return "prefilter"
-        if name == "tags" and isinstance(item, Compare) and len(values) == 1:
+        if name == "tags" and isinstance(item, Compare) and len(values) == 1 and not (
+            values[0].startswith(TRUST_TAG)):
             acc.tags.append(values[0])
             return "exact"
         if name == "caused_by":  # a list field: "=" and IN mean "shares an element"
@@ -136,7 +139,7 @@ def _classify(item: Expr, acc: _Acc) -> str:
         value = strings(item.value)
         if value is None:
             return "residual"
-        if item.field == "tags":
+        if item.field == "tags" and not value[0].startswith(TRUST_TAG):
             acc.tags.append(value[0])
             return "exact"
         if item.field in _SCOPE_FIELDS:

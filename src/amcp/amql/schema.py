@@ -28,6 +28,10 @@ KNOWLEDGE_TYPES: frozenset[str] = frozenset(
 LIFECYCLES: frozenset[str] = frozenset(
     {"draft", "active", "superseded", "invalidated", "archived"}
 )
+# The firewall's vocabulary (amcp.firewall.provenance.Origin, trust.Verification), spelled
+# out so the parser needs no firewall import.
+ORIGINS: frozenset[str] = frozenset({"user", "agent", "tool", "external", "import", "peer"})
+VERIFICATIONS: frozenset[str] = frozenset({"verified", "local", "unverified"})
 PREDICATES: frozenset[str] = frozenset(
     {"REQUIRES", "CAUSES", "EQUALS", "IMPLIES", "CONFLICTS_WITH", "SUPERSEDES",
      "CORRELATES_WITH", "OPTIMIZED_BY", "VERIFIED_BY", "INVALIDATED_BY"}
@@ -46,10 +50,16 @@ class FieldSpec:
 
 _FIELD_ROWS = (
     FieldSpec("type", Kind.ENUM, KNOWLEDGE_TYPES, "AMF knowledge type"),
-    FieldSpec("confidence", Kind.NUMBER, doc="core.confidence, 0..1"),
+    FieldSpec("confidence", Kind.NUMBER,
+              doc="trusted confidence: core.confidence capped by verified provenance"),
+    FieldSpec("stated_confidence", Kind.NUMBER, doc="core.confidence as the writer stated it"),
+    FieldSpec("origin", Kind.ENUM, ORIGINS, doc="provenance origin, as the firewall verified it"),
+    FieldSpec("verification", Kind.ENUM, VERIFICATIONS,
+              doc="verified | local | unverified (the writer's signature checked)"),
+    FieldSpec("trust_tier", Kind.NUMBER, doc="1 (unverified web page) .. 4 (verified user)"),
     FieldSpec("project", Kind.STRING, doc="the record's project (a project_scope entry)"),
     FieldSpec("project_scope", Kind.LIST, doc="meta.project_scope; '*' is global"),
-    FieldSpec("tags", Kind.LIST, doc="tags"),
+    FieldSpec("tags", Kind.LIST, doc="tags; trust:* answered from verified provenance"),
     FieldSpec("subject", Kind.STRING, doc="core.subject"),
     FieldSpec("predicate", Kind.ENUM, PREDICATES, doc="core.predicate"),
     FieldSpec("object", Kind.STRING, doc="core.object"),

@@ -8,7 +8,9 @@ Steps, as upstream (step numbers in comments):
    core records of each core type by learned weight, and, after HIGH_ROI is placed, the
    gravity neighbours of what it holds (same cluster, causal predecessors). Candidate sets
    are bounded, so a pack costs the same at 10k and 100k records;
-3. rank by ROI (``amcp.cse.roi``), ties broken by knowledge id;
+3. rank by ROI (``amcp.cse.roi``, over the trusted confidence), ties broken by knowledge id,
+   after the firewall's screen (``amcp.cse.screen``): each item labelled with its verified
+   origin, instruction-shaped records withheld and counted;
 4. CORE_PRINCIPLES: KT-PITFALL, KT-FACT, KT-PRINCIPLE — full AMF where it fits, else a
    one-line pointer (this zone is never evicted, so a line beats nothing);
 5. HIGH_ROI: greedy by ROI while records fit;
@@ -44,6 +46,7 @@ from amcp.cse.canon import Raw, packb_parts
 from amcp.cse.entry import Entry
 from amcp.cse.relevance import top_relevant
 from amcp.cse.roi import recency_factor, roi, token_cost
+from amcp.cse.screen import PackScreen, confidence
 from amcp.cse.zones import CORE_TYPES, NEAR_FULL, Zone, ZoneUse, allocate
 from amcp.errors import ValidationError
 from amcp.evolution.decay import DAY, DecayStatus, default_model, trust, view, view_of
@@ -52,6 +55,7 @@ from amcp.retrieval.lexical import match_query
 from amcp.store.base import RecordFilter, RecordState
 
 if TYPE_CHECKING:
+    from amcp.firewall.trust import Trust
     from amcp.ports import MemoryWriter
 
 HITS = 48  # task-similar candidates: several times what HIGH_ROI holds at common budgets
@@ -74,6 +78,10 @@ class PackItem:
     pointer: str
     relevance: float
     kind: str | None
+    # Where the record came from, as the firewall verified it (None: no firewall): every
+    # item says so, so an agent can tell the user's word from a web page's (cse.screen).
+    origin: str | None = None
+    verification: str | None = None
     # The record behind the item; its AMF (built on first use) is carried when form="full".
     source: Entry | None = field(default=None, compare=False, repr=False)
 
@@ -94,6 +102,8 @@ class PackItem:
             "knowledge_id": self.knowledge_id, "zone": self.zone.value, "roi": self.roi,
             "tokens": self.tokens, "form": self.form, "pointer": self.pointer,
         }
+        if self.origin is not None:
+            d["origin"], d["verification"] = self.origin, self.verification
         if self.form == "full":
             d["amf"] = Raw(self.amf_bytes) if raw and self.amf_bytes else self.amf
         return d
@@ -104,20 +114,25 @@ class PackItem:
         amf = self.amf_bytes if self.form == "full" else None
         if self.form == "full" and not amf:
             return Raw(packb_parts(self.to_dict(raw=True)))
-        out = [packer.pack_map_header(7 if amf else 6)]
+        labelled = self.origin is not None
+        out = [packer.pack_map_header(6 + bool(amf) + 2 * labelled)]
         if amf:
             out += (_K_AMF, amf)
-        out += (
-            _K_FORM, packer.pack(self.form), _K_ID, packer.pack(self.knowledge_id),
-            _K_POINTER, packer.pack(self.pointer), _K_ROI, packer.pack(self.roi),
-            _K_TOKENS, packer.pack(self.tokens), _K_ZONE, packer.pack(self.zone.value),
-        )
+        out += (_K_FORM, packer.pack(self.form), _K_ID, packer.pack(self.knowledge_id))
+        if labelled:
+            out += (_K_ORIGIN, packer.pack(self.origin))
+        out += (_K_POINTER, packer.pack(self.pointer), _K_ROI, packer.pack(self.roi),
+                _K_TOKENS, packer.pack(self.tokens))
+        if labelled:
+            out += (_K_VERIFICATION, packer.pack(self.verification))
+        out += (_K_ZONE, packer.pack(self.zone.value))
         return Raw(b"".join(out))
 
 
 # PackItem.packed's keys, in canonical (UTF-8 byte) order.
-_K_AMF, _K_FORM, _K_ID, _K_POINTER, _K_ROI, _K_TOKENS, _K_ZONE = (
-    msgpack.packb(k) for k in ("amf", "form", "knowledge_id", "pointer", "roi", "tokens", "zone")
+_K_AMF, _K_FORM, _K_ID, _K_ORIGIN, _K_POINTER, _K_ROI, _K_TOKENS, _K_VERIFICATION, _K_ZONE = (
+    msgpack.packb(k) for k in ("amf", "form", "knowledge_id", "origin", "pointer", "roi",
+                               "tokens", "verification", "zone")
 )
 
 
@@ -135,6 +150,8 @@ class Pack:
     urgent_signals: tuple[dict[str, Any], ...]
     pending_signals: int
     degraded: tuple[str, ...]
+    # Candidates the firewall kept out of the pack: instruction-shaped (cse.screen).
+    withheld: int = 0
     digest: str = ""
     timings: dict[str, float] = field(default_factory=dict, compare=False)
 
@@ -171,7 +188,8 @@ class Pack:
             "items": items,
             "urgent_signals": list(self.urgent_signals),
             "pending_signals": self.pending_signals, "degraded": list(self.degraded),
-            "tokens": self.tokens, "count": self.count, "confirmation": self.confirmation,
+            "withheld": self.withheld, "tokens": self.tokens, "count": self.count,
+            "confirmation": self.confirmation,
         }
 
     def compute_digest(self) -> str:
@@ -191,6 +209,7 @@ class _Cand:
     relevance: float
     roi: float = 0.0
     line: str = ""  # the pointer, made when first needed
+    trust: Trust | None = None  # the firewall's verdict on its provenance (cse.screen)
 
     def pointer(self) -> str:
         if not self.line:
@@ -224,8 +243,11 @@ class _Zones:
                 return False
         self.used[zone] = self.used.get(zone, 0) + cost
         self.placed.add(c.kid)
+        t = c.trust
         self.items.append(PackItem(
-            c.kid, zone, c.roi, cost, form, line, round(c.relevance, 9), c.entry.kind, c.entry,
+            c.kid, zone, c.roi, cost, form, line, round(c.relevance, 9), c.entry.kind,
+            t.origin.value if t is not None else None,
+            t.verification.value if t is not None else None, c.entry,
         ))
         return True
 
@@ -285,7 +307,7 @@ def _hits(memory: MemoryWriter, task: str, flt: RecordFilter) -> list[tuple[str,
 
 def _candidates(
     memory: MemoryWriter, rel: dict[str, float], ids: Sequence[str], now: float,
-    flt: RecordFilter,
+    flt: RecordFilter, screen: PackScreen,
 ) -> list[_Cand]:
     # ``flt`` (the pack's scopes): the store re-checks every candidate against it from
     # verified state, as recall does, so an index row cannot bring another scope's record
@@ -299,7 +321,10 @@ def _candidates(
         state, entry = hit
         if _expired(entry, state, now):
             continue
-        out.append(_rescored(_Cand(kid, entry, state, 0.0), rel.get(kid, 0.0), now))
+        trust = screen.trust(entry, state)
+        if not screen.admits(entry, trust):
+            continue  # instruction-shaped: never delivered into context
+        out.append(_rescored(_Cand(kid, entry, state, 0.0, trust=trust), rel.get(kid, 0.0), now))
     return out
 
 
@@ -356,10 +381,12 @@ def build_pack(
     for ktype in CORE_TYPES:
         core_flt = RecordFilter(scopes=scope_t, types=(ktype,), now=when)
         core_ids.extend(ranked_ids(memory.store, core_flt, CORE_PICK, mark))
-    cands = _candidates(memory, dict(hits), [*core_ids, *(k for k, _ in hits)], when, flt)
+    screen = PackScreen(memory.firewall, memory.store)
+    cands = _candidates(memory, dict(hits), [*core_ids, *(k for k, _ in hits)], when, flt,
+                        screen)
     timings["candidates_ms"] = (time.perf_counter() - started) * 1000
     degraded = _place_core(z, cands)
-    _place_by_roi(memory, z, cands, working, when, flt)
+    _place_by_roi(memory, z, cands, working, when, flt, screen)
 
     urgent, pending = _signals(memory, scope_t, when, mark)
     zones = {zone: ZoneUse(z.budgets[zone], z.used.get(zone, 0)) for zone in Zone}
@@ -370,7 +397,7 @@ def build_pack(
         budget_tokens=budget_tokens, working_tokens=working,
         now=format_ts(datetime.fromtimestamp(when, tz=UTC)), header=header, zones=zones,
         items=items, urgent_signals=tuple(s.to_dict() for s in urgent),
-        pending_signals=pending, degraded=tuple(degraded),
+        pending_signals=pending, degraded=tuple(degraded), withheld=len(screen.withheld),
     )
     digest = pack.compute_digest()
     timings["total_ms"] = (time.perf_counter() - started) * 1000
@@ -414,7 +441,7 @@ def _place_core(z: _Zones, cands: Sequence[_Cand]) -> list[str]:
 
 
 def _place_by_roi(memory: MemoryWriter, z: _Zones, cands: Sequence[_Cand], working: int,
-                  when: float, flt: RecordFilter) -> None:
+                  when: float, flt: RecordFilter, screen: PackScreen) -> None:
     """5-7: HIGH_ROI by ROI; MEDIUM_ROI the rest plus the gravity neighbours of the best
     HIGH_ROI records; what does not fit (or a working memory near full) as pointers in the
     OVERFLOW_BUFFER."""
@@ -424,7 +451,7 @@ def _place_by_roi(memory: MemoryWriter, z: _Zones, cands: Sequence[_Cand], worki
         if not z.place(c, Zone.HIGH_ROI):
             spill.append(c)
     high = [it for it in z.items if it.zone is Zone.HIGH_ROI]
-    pulled = {c.kid: c for c in _gravity(memory, high, cands, z.placed, when, flt)}
+    pulled = {c.kid: c for c in _gravity(memory, high, cands, z.placed, when, flt, screen)}
     medium = _by_roi([*(c for c in spill if c.kid not in pulled), *pulled.values()])
     overflow: list[_Cand] = []
     for c in medium:
@@ -440,7 +467,7 @@ def _place_by_roi(memory: MemoryWriter, z: _Zones, cands: Sequence[_Cand], worki
 
 def _gravity(
     memory: MemoryWriter, high: Sequence[PackItem], pool: Sequence[_Cand], placed: set[str],
-    now: float, flt: RecordFilter,
+    now: float, flt: RecordFilter, screen: PackScreen,
 ) -> list[_Cand]:
     """Neighbours of the best HIGH_ROI records: unplaced candidates of the same cluster, and
     causal predecessors. A neighbour's relevance is at least ``GRAVITY`` × its seed's.
@@ -463,7 +490,7 @@ def _gravity(
         if c.kid not in placed and boost > c.relevance:
             out.append(_rescored(c, boost, now))
     fetch = {k: v for k, v in causal.items() if k not in placed}
-    out.extend(_candidates(memory, fetch, list(fetch), now, flt))
+    out.extend(_candidates(memory, fetch, list(fetch), now, flt, screen))
     return out
 
 
@@ -472,9 +499,9 @@ def _rescored(c: _Cand, relevance: float, now: float) -> _Cand:
     last = c.state.last_access
     if last is None:
         last = e.created_ts
-    fresh = _Cand(c.kid, e, c.state, relevance, line=c.line)
+    fresh = _Cand(c.kid, e, c.state, relevance, line=c.line, trust=c.trust)
     fresh.roi = roi(
-        relevance, trust(e.confidence, c.state.weight),
+        relevance, trust(confidence(e, c.trust), c.state.weight),
         recency_factor(e.type, (now - last) / DAY), e.tokens,
     )
     return fresh

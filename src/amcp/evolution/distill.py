@@ -15,7 +15,7 @@ import json
 import math
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
 import httpx
@@ -210,6 +210,12 @@ def distill_records(
     group = [records[i] for i in best]
     chosen = RuleDistiller(vectors[best] if vectors is not None else None)
     principle = (distiller or chosen).distill(group, into=into)
+    wall = memory.firewall
+    if wall is not None:
+        # The principle is this node's own record: never more sure than its sources' trusted
+        # confidence (docs/firewall.md), so distilling unverified records launders nothing.
+        cap = max(wall.trust(r).confidence(r.core.confidence) for r in group)
+        principle = replace(principle, confidence=round(min(principle.confidence, cap), 4))
     scope = sorted({s for r in group for s in r.meta.project_scope})
     if len(scope) > 1 and "*" in scope:
         scope.remove("*")  # a principle drawn partly from a project belongs to that project

@@ -47,40 +47,85 @@ class Firewall:
         self.keys = keys
         self.local_public_key = local_public_key
         self._trust: dict[str, Trust] = {}
+        self._generation = keys.generation()  # of the registry the cached verdicts read
 
     # ------------------------------------------------------------------ read side
 
     def trust(self, record: AMFRecord) -> Trust:
         """Never raises: a claim that no longer checks (its writer's key removed) reads as
         unverified, a malformed one (only a foreign or old record can carry it) as an
-        unverified peer's."""
+        unverified peer's.
+
+        Give it the stored record. A redacted view (``x-redacted``: a sensitive record as
+        listed) has lost the text the signature covers: it is answered from the cache when
+        the stored record was assessed before, else as unverified, and never cached (that
+        would stand for the stored record in every later recall)."""
+        self._check_generation()
         found = self._trust.get(record.knowledge_id)
-        if found is None:
-            try:
-                found = self._assess(record)
-            except (ValidationError, ForbiddenError):
-                found = Trust(Origin.PEER, Verification.UNVERIFIED)
-            if len(self._trust) >= _CACHE:
-                self._trust.clear()
-            self._trust[record.knowledge_id] = found
+        if found is not None:
+            return found
+        if record.vendor_extensions.get("x-redacted") is True:
+            return self._unchecked(record)
+        try:
+            found = self._assess(record, strict=False)
+        except ValidationError:
+            found = Trust(Origin.PEER, Verification.UNVERIFIED)
+        if len(self._trust) >= _CACHE:
+            self._trust.clear()
+        self._trust[record.knowledge_id] = found
         return found
 
+    def _unchecked(self, record: AMFRecord) -> Trust:
+        """A redacted view's trust: the claimed origin, unverified (the signed text is gone);
+        with no claim, this node's own when its key signed the record."""
+        try:
+            claim = of_record(record)
+        except ValidationError:
+            claim = None
+        if claim is not None:
+            return Trust(claim.origin, Verification.UNVERIFIED, claim.writer)
+        if self._is_local(record):
+            return Trust(Origin.USER, Verification.LOCAL)
+        return Trust(Origin.PEER, Verification.UNVERIFIED)
+
+    def _is_local(self, record: AMFRecord) -> bool:
+        return (record.integrity.public_key is not None
+                and record.integrity.public_key == self.local_public_key)
+
+    def known(self, knowledge_id: str) -> Trust | None:
+        """The trust assessed lately for ``knowledge_id``, without reading the record (a
+        context pack asks for ~100 candidates it holds as stored bytes)."""
+        self._check_generation()
+        return self._trust.get(knowledge_id)
+
     def forget_cached(self) -> None:
-        """Call when the writer-key registry changed in this process."""
+        """Drop every cached verdict (the registry changes are also noticed by themselves)."""
         self._trust.clear()
 
-    def _assess(self, record: AMFRecord) -> Trust:
+    def _check_generation(self) -> None:
+        now = self.keys.generation()
+        if now != self._generation:
+            self._trust.clear()
+            self._generation = now
+
+    def _assess(self, record: AMFRecord, *, strict: bool = True) -> Trust:
+        """``strict`` (the write): a claim that does not check is a 403. Else (a read): it
+        reads as its claimed origin, unverified."""
         text = signed_text(record)
         rules = detector.flags(text)
         heavy = density.stuffed(text)
         claim = of_record(record)
         if claim is None:
-            local = (record.integrity.public_key is not None
-                     and record.integrity.public_key == self.local_public_key)
-            if local:
+            if self._is_local(record):
                 return Trust(Origin.USER, Verification.LOCAL, None, rules, heavy)
             return Trust(Origin.PEER, Verification.UNVERIFIED, None, rules, heavy)
-        return Trust(claim.origin, self._verification(record, claim), claim.writer, rules, heavy)
+        try:
+            checked = self._verification(record, claim)
+        except ForbiddenError:
+            if strict:
+                raise
+            checked = Verification.UNVERIFIED  # e.g. its writer's key removed since
+        return Trust(claim.origin, checked, claim.writer, rules, heavy)
 
     def _verification(self, record: AMFRecord, claim: Provenance) -> Verification:
         """Checks the claim (400/403 as ``screen`` documents)."""

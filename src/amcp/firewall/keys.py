@@ -94,6 +94,19 @@ class WriterKeys:
                 self._stamp = stamp
             return self._keys
 
+    def generation(self) -> tuple[int, int] | None:
+        """What changes when the registry file does (None: no file). One ``stat``: a reader
+        that caches verdicts compares it, so a key removed by another process (``amcp
+        writers remove``) un-verifies that writer's records at the next read."""
+        try:
+            st = os.stat(self.path)
+        except FileNotFoundError:
+            return None
+        return (st.st_mtime_ns, st.st_size)
+
+    def key(self, scope: str, writer: str) -> WriterKey | None:
+        return self._current().get(scope, {}).get(writer)
+
     def scopes(self) -> list[str]:
         return sorted(s for s, w in self._current().items() if w)
 

@@ -78,6 +78,28 @@ def passes(trust: Trust, wanted: Sequence[str]) -> bool:
     return True
 
 
+def trust_tags(trust: Trust) -> tuple[str, ...]:
+    """The ``trust:`` filters ``trust`` satisfies, as tags: what a tag-reading query (AMQL's
+    ``tags CONTAINS 'trust:verified'``) sees instead of the record's own ``trust:`` tags."""
+    return tuple(TRUST_TAG + w for w in TRUST_FILTERS if passes(trust, (w,)))
+
+
+def answered_tags(own: Sequence[str], trust: Trust | None) -> list[str]:
+    """A record's tags as a trust-aware reader sees them: its own, less any ``trust:`` tag
+    the writer set (which means nothing), plus the ones its verified provenance earns."""
+    plain = [t for t in own if not t.startswith(TRUST_TAG)]
+    return plain + list(trust_tags(trust)) if trust is not None else plain
+
+
+def refuse_trust_tags(tags: Sequence[str] | None, field: str = "tags") -> None:
+    """For a reader that filters on stored tags alone (a plain listing): a ``trust:`` tag
+    there would be answered by what the writer claimed, so it is a 400 instead."""
+    for t in tags or ():
+        if t.startswith(TRUST_TAG):
+            raise ValidationError(field, f"{t} is a trust filter, answered only by recall "
+                                  "and AMQL from verified provenance, not by a listing")
+
+
 def screen_hits(hits: Sequence[Hit], firewall: Firewall, k: int,
                 wanted: Sequence[str] = ()) -> tuple[list[Hit], dict[str, Trust]]:
     """The k hits to serve, in trust order, each with its trust."""
@@ -120,5 +142,6 @@ def withheld(record: AMFRecord, trust: Trust) -> AMFRecord:
     ).with_extensions(**{"x-withheld": list(trust.instruction)})
 
 
-__all__ = ["TRUST_FILTERS", "order", "passes", "screen_hits", "split_tags", "window",
+__all__ = ["TRUST_FILTERS", "TRUST_TAG", "answered_tags", "order", "passes",
+           "refuse_trust_tags", "screen_hits", "split_tags", "trust_tags", "window",
            "withheld"]

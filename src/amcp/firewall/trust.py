@@ -28,6 +28,12 @@ class Verification(StrEnum):
 _BASE = {Origin.USER: 2, Origin.AGENT: 2, Origin.IMPORT: 2, Origin.PEER: 2,
          Origin.TOOL: 1, Origin.EXTERNAL: 1}
 TOP = 4
+# The most confidence a record's own ``core.confidence`` can carry at each tier: what the
+# writer stated, capped by what its verified provenance is worth. An unverified writer can
+# state 1.0; it is read as at most 0.7 (0.5 from a web page), so a self-raised confidence
+# never passes a filter (``WHERE confidence > 0.8``) or buys pack rank (ROI) that only a
+# verified writer's statement can. The tier-4 ceiling is 1.0: the verified user's own word.
+CONFIDENCE_CEILING = {4: 1.0, 3: 0.9, 2: 0.7, 1: 0.5}
 
 _SAID = {Origin.USER: "from the user", Origin.AGENT: "from the agent",
          Origin.TOOL: "from a tool result", Origin.EXTERNAL: "from a web page or document",
@@ -50,6 +56,11 @@ class Trust(NamedTuple):
     @property
     def verified(self) -> bool:
         return self.verification is not Verification.UNVERIFIED
+
+    def confidence(self, stated: float) -> float:
+        """The trusted confidence of a record whose writer stated ``stated``: the one every
+        confidence filter and confidence-weighted rank reads (AMQL, context packs, distill)."""
+        return min(float(stated), CONFIDENCE_CEILING[self.tier])
 
     def label(self) -> str:
         """One phrase for an agent: where the item came from and whether that is checked."""
@@ -76,4 +87,4 @@ class Trust(NamedTuple):
         return out
 
 
-__all__ = ["TOP", "Trust", "Verification"]
+__all__ = ["CONFIDENCE_CEILING", "TOP", "Trust", "Verification"]

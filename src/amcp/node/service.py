@@ -228,7 +228,7 @@ class NodeService:
             kinds=filters.get("kinds"), created_after=filters.get("created_after"),
             created_before=filters.get("created_before"),
         )
-        amfs, scores = [], []
+        amfs, scores, trusts = [], [], []
         for hit in result.hits:
             item = hit.item
             if item.record is None or not self.readable(peer, item.record.meta.project_scope):
@@ -237,7 +237,11 @@ class NodeService:
             amfs.append(amf)
             sizes.append(size)
             scores.append(round(float(hit.score), 6))
-        return amfs, {"scores": scores}
+            # The firewall's verdict on each hit, so a reader (the hooks) labels it by the
+            # provenance this node verified rather than by the claim the record carries.
+            verdict = result.trust.get(hit.knowledge_id)
+            trusts.append(verdict.to_dict() if verdict is not None else None)
+        return amfs, {"scores": scores, "trust": trusts}
 
     def _read_amql(self, text: Any, peer: Peer) -> tuple[list[dict[str, Any]], dict[str, Any]]:
         amql_ops.expect(text, "RECALL", "MEMORY_READ amql")

@@ -33,9 +33,12 @@ def run_amcp_import(memory: Memory, path: Path, *, dry_run: bool = False) -> dic
         records = validate_ndjson(fh)  # raises, naming the line, before anything is written
     if dry_run:
         return {"ok": True, "records": records, "dry_run": True}
+    from amcp.portability.history import Recorder
+
     with path.open("rb") as fh:
         rep = memory.import_(fh)
-    return {"ok": rep.complete and not rep.errors, "created": rep.created,
+    log = Recorder(str(path)).amcp(memory.store, rep)  # the import log (/ui/imports)
+    return {"report": log.id, "ok": rep.complete and not rep.errors, "created": rep.created,
             "already": rep.already, "tombstones": rep.tombstones,
             "refused_purged": rep.refused_purged, "complete": rep.complete,
             "errors": rep.errors}

@@ -20,7 +20,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
-from amcp.errors import ValidationError
+from amcp.errors import AmcpError, ValidationError
+from amcp.portability.history import Recorder
 from amcp.portability.model import Decision, ImportOptions, Planned, RecordSpec
 from amcp.portability.pgsource import is_dsn, redacted, snapshot_langgraph
 from amcp.portability.plan import Known, Planner
@@ -43,6 +44,7 @@ class ImportResult:
     created: int = 0
     already: int = 0  # the store held the same content (put_many dedup)
     superseded: int = 0
+    report: str | None = None  # the import log's id (portability.history; None: dry run)
 
     @property
     def ok(self) -> bool:
@@ -51,7 +53,8 @@ class ImportResult:
     def to_dict(self) -> dict[str, object]:
         return {
             "ok": self.ok, "created": self.created, "already": self.already,
-            "superseded": self.superseded, "health": self.health.to_dict(),
+            "superseded": self.superseded, "report": self.report,
+            "health": self.health.to_dict(),
             "verification": self.verification.to_dict() if self.verification else None,
         }
 
@@ -160,13 +163,24 @@ def import_path(
     *,
     dry_run: bool = False,
     progress: ProgressFn | None = None,
+    label: str | None = None,
 ) -> ImportResult:
     """Import a file, a directory, a .zip export, or (a ``str``) a PostgreSQL DSN holding
-    LangGraph's ``PostgresStore``."""
+    LangGraph's ``PostgresStore``. Every import that writes (not a dry run) is recorded in
+    the store's import log (``portability.history``), also when it stops on a bad item;
+    ``label`` names the source there (default: the path, a DSN with its password
+    redacted)."""
     options = _for(path, options or ImportOptions())
-    with _located(path) as (local, shown):
-        return _import_files(memory, _named(resolve(local, options), shown), options,
-                             dry_run=dry_run, progress=progress)
+    shown_as = label or (redacted(path) if isinstance(path, str) and is_dsn(path) else str(path))
+    recorder = None if dry_run else Recorder(shown_as)
+    try:
+        with _located(path) as (local, shown):
+            return _import_files(memory, _named(resolve(local, options), shown), options,
+                                 dry_run=dry_run, progress=progress, recorder=recorder)
+    except AmcpError as exc:
+        if recorder is not None:
+            recorder.fail(memory.store, exc, recorder.created)
+        raise
 
 
 def _import_files(
@@ -176,7 +190,11 @@ def _import_files(
     *,
     dry_run: bool,
     progress: ProgressFn | None,
+    recorder: Recorder | None = None,
 ) -> ImportResult:
+    rec = recorder or Recorder("-")
+    rec.sources = [s.name for _f, s, _w in files if s is not None]
+    rec.files_skipped = sum(s is None for _f, s, _w in files)
     known = known_imports(memory)
     health = _health(files, options, known)
     if dry_run:
@@ -187,18 +205,23 @@ def _import_files(
     def specs() -> Iterator[RecordSpec]:
         for planned in _planned(files, options, known):
             counted["items"] += 1
+            rec.planned(planned)
             if planned.decision in {Decision.KEEP, Decision.TRANSFORM}:
                 yield from planned.records
 
-    created = already = superseded = 0
+    already = superseded = held = 0
     for w in write_batches(memory, specs(), batch=options.batch, total=health.records,
                            progress=progress, prefetch=options.prefetch):
         verifier.observe(w)
-        created += w.created
+        rec.created += w.created
         already += not w.created
         superseded += bool(w.spec.supersedes and w.created)
+        held += w.held
     verification = verifier.finish(health.items, counted["items"], health.records)
-    return ImportResult(health, verification, created, already, superseded)
+    result = ImportResult(health, verification, rec.created, already, superseded)
+    log = rec.finish(memory.store, health, verification, already=already,
+                     superseded=superseded, held=held)
+    return replace(result, report=log.id)
 
 
 
@@ -229,7 +252,7 @@ def import_upload(
         check_scopes([scope for scope, _n in health.scopes])
         if dry_run:
             return ImportResult(health, None)
-        return import_path(memory, path, options)
+        return import_path(memory, path, options, label=f"upload ({options.kind})")
 
 
 __all__ = ["ImportResult", "Written", "import_path", "import_upload", "kinds", "plan_import",

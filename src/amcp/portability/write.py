@@ -38,6 +38,7 @@ class Written:
     created: bool
     merged_into: str | None  # the store already held the same content (put_many dedup)
     spec: RecordSpec
+    held: bool = False  # the firewall stored it as a draft (instruction-shaped, contradicting)
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +79,10 @@ def compose(memory: Memory, spec: RecordSpec) -> AMFRecord:
         "confidence": spec.confidence if spec.confidence is not None else confidence,
         "tags": _tags(spec), "extensions": dict(spec.extensions),
         "supersedes": spec.supersedes,
+        # Another tool's export is not this node's own word: the firewall screens and labels
+        # it as imported (unverified), so instruction-shaped items are held as drafts and
+        # a careless import cannot outrank or overwrite what the user said (docs/firewall.md).
+        "provenance": {"origin": "import"},
     }
     if spec.subject:
         fields["subject"] = _subject(spec)
@@ -233,7 +238,7 @@ def _commit(
                         lifecycle=Lifecycle.SUPERSEDED, superseded_by=outcome.knowledge_id,
                     )
             out.append(Written(spec.source_key, outcome.knowledge_id, outcome.created,
-                               outcome.duplicate_of, spec))
+                               outcome.duplicate_of, spec, outcome.held is not None))
     for spec in specs:
         if spec.supersedes:
             memory.searcher.drop(spec.supersedes)

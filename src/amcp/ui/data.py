@@ -19,6 +19,8 @@ from amcp.amf.timefmt import parse_ts
 from amcp.amf.types import KnowledgeType, Lifecycle
 from amcp.errors import AmcpError, GoneError, NotFoundError, ValidationError
 from amcp.evolution.decay import DAY, NEUTRAL_WEIGHT, decay_model_of, time_factor, trust
+from amcp.firewall.provenance import Origin
+from amcp.firewall.trust import Trust
 from amcp.memory import Memory
 from amcp.retrieval.fusion import priors
 from amcp.retrieval.search import Hit
@@ -168,7 +170,7 @@ def search(memory: Memory, locked: Locked, who: Caller, form: SearchForm) -> Sea
             created_after=form.created_after, created_before=form.created_before,
         )
         items = _top(memory, locked, flt, form.k)
-        rows = [row_of(i) for i in _visible(who, items) if _origin_ok(i, form)]
+        rows = [row_of(i) for i in _visible(who, items) if _origin_ok(memory, i, form)]
         return SearchPage(form, tuple(rows), (time.perf_counter() - started) * 1000, False)
     # Inspecting is not using: touch=False keeps access statistics (and so ranking) as is.
     result = locked(
@@ -178,7 +180,8 @@ def search(memory: Memory, locked: Locked, who: Caller, form: SearchForm) -> Sea
     )
     now = time.time()
     hits = [h for h in result.hits if h.item.record is not None
-            and who.readable(h.item.record.meta.project_scope) and _origin_ok(h.item, form)]
+            and who.readable(h.item.record.meta.project_scope)
+            and _origin_ok(memory, h.item, form)]
     rows = [row_of(h.item, breakdown(memory, h, now)) for h in hits]
     return SearchPage(form, tuple(rows), (time.perf_counter() - started) * 1000, True)
 
@@ -200,11 +203,17 @@ def _opt(values: Sequence[T] | None) -> tuple[T, ...] | None:
     return tuple(values) if values else None
 
 
-def _origin_ok(item: StoredRecord, form: SearchForm) -> bool:
-    """``origin``: which node or agent wrote it (meta.created_by), matched as a substring;
-    the store has no index for it, so it filters the page of results."""
+def _origin_ok(memory: Memory, item: StoredRecord, form: SearchForm) -> bool:
+    """``origin``: one of the firewall's origins (``user``, ``agent``, ``tool``,
+    ``external``, ``import``, ``peer``) matches the record's provenance as the firewall
+    verified it; anything else is which node or agent wrote it (meta.created_by), matched
+    as a substring. The store has no index for either, so it filters the page of results."""
     origin = form.origin.strip().lower()
-    return not origin or (item.record is not None and origin in item.record.meta.created_by.lower())
+    if not origin or item.record is None:
+        return not origin
+    if origin in {o.value for o in Origin} and memory.firewall is not None:
+        return memory.firewall.trust(item.record).origin.value == origin
+    return origin in item.record.meta.created_by.lower()
 
 
 def _visible(who: Caller, items: Sequence[StoredRecord]) -> list[StoredRecord]:
@@ -253,6 +262,10 @@ class RecordPage:
     age_days: float
     writable: bool
     evidence: tuple[str, ...] = field(default_factory=tuple)
+    # Where it came from as the memory firewall verified it (None: no firewall), and the
+    # confidence readers filter and rank by (the stated one capped by that trust).
+    trust: Trust | None = None
+    trusted_confidence: float | None = None
 
 
 def visible(memory: Memory, locked: Locked, who: Caller, knowledge_id: str) -> StoredRecord:
@@ -359,13 +372,29 @@ def record_page(memory: Memory, locked: Locked, who: Caller, knowledge_id: str) 
         writable = True
     except AmcpError:
         writable = False
+    t = _stored_trust(memory, locked, item)
     return RecordPage(
         item, rec, rec.to_dict(), verification(memory, rec),
         tuple(lineage(memory, locked, who, item)), tuple(changes),
         tuple(confidence_curve(rec, item.state.weight, now)), tuple(weight_history(changes)),
         max((now - parse_ts(rec.meta.created_at).timestamp()) / DAY, 0.0), writable,
-        tuple(rec.core.evidence or ()),
+        tuple(rec.core.evidence or ()), t,
+        t.confidence(rec.core.confidence) if t is not None else None,
     )
+
+
+def _stored_trust(memory: Memory, locked: Locked, item: StoredRecord) -> Trust | None:
+    """The firewall's verdict on the stored record (a sensitive one is shown redacted, and
+    a redacted text checks against no signature)."""
+    if memory.firewall is None or item.record is None:
+        return None
+    record = item.record
+    if item.state.sensitive:
+        stored = locked(memory.store.get, item.knowledge_id)
+        if stored is None or stored.record is None:
+            return None
+        record = stored.record
+    return memory.firewall.trust(record)
 
 
 __all__ = [

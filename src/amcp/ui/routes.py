@@ -18,7 +18,7 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from amcp.errors import AmcpError, UnauthorizedError
-from amcp.ui import actions, data, overview
+from amcp.ui import actions, data, imports, overview
 from amcp.ui.charts import line_chart
 from amcp.ui.context import UiContext
 from amcp.ui.session import COOKIE, Viewer, check_csrf
@@ -116,6 +116,22 @@ def router(ctx: UiContext) -> APIRouter:
         def build(who: Viewer) -> HTMLResponse:
             qp = overview.queue_page(ctx.memory, ctx.locked, who.caller)
             return ctx.render(request, who, "queue.html", qp=qp, done=DONE.get(done))
+
+        return page(request, build)
+
+    @r.get("/imports", response_class=HTMLResponse)
+    def import_reports(request: Request) -> HTMLResponse:
+        def build(who: Viewer) -> HTMLResponse:
+            logs = imports.imports_page(ctx.memory, ctx.locked, who.caller)
+            return ctx.render(request, who, "imports.html", logs=logs)
+
+        return page(request, build)
+
+    @r.get("/imports/{report_id}", response_class=HTMLResponse)
+    def import_report(request: Request, report_id: str) -> HTMLResponse:
+        def build(who: Viewer) -> HTMLResponse:
+            log = imports.import_page(ctx.memory, ctx.locked, who.caller, report_id)
+            return ctx.render(request, who, "import.html", log=log)
 
         return page(request, build)
 

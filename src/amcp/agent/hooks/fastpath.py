@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     StrPath = str | os.PathLike[str]
 
     from amcp.amf.record import AMFRecord
+    from amcp.firewall.labels import Registry
     from amcp.firewall.trust import Trust
     from amcp.memory import Memory
     from amcp.node.client import SyncClient
@@ -295,6 +296,10 @@ class FastBackend:
 
     def __init__(self, reader: FastReader) -> None:
         self.reader = reader
+        from amcp.firewall.labels import Registry
+
+        # Signed claims are checked again against the node's writer keys (labels.Registry).
+        self.registry = Registry(reader.key_dir)
 
     @classmethod
     def open(cls, path: StrPath, *, lock_timeout: float = 0.25) -> FastBackend:
@@ -309,14 +314,16 @@ class FastBackend:
     def pointers(self, scopes: Sequence[str], limit: int,
                  kinds: Sequence[str] | None = None) -> list[MemoryLine]:
         # Sensitive records stay out of the pointer tier (the SQL leaves them out).
-        return [_fast_line(r) for r in self.reader.ranked(scopes, limit, kinds=kinds)]
+        return [_fast_line(r, self.registry)
+                for r in self.reader.ranked(scopes, limit, kinds=kinds)]
 
     def recall(self, query: str, scopes: Sequence[str], k: int) -> list[MemoryLine]:
         if not query.strip():
             return []
         from amcp.retrieval.fastsearch import fast_search
 
-        return [_fast_line(r) for r in fast_search(self.reader, query, scopes, k)]
+        return [_fast_line(r, self.registry)
+                for r in fast_search(self.reader, query, scopes, k)]
 
     def user_scopes(self) -> tuple[str, ...]:
         return self.reader.scopes_with_prefix("user:")
@@ -339,10 +346,13 @@ class FastBackend:
         self.reader.close()
 
 
-def _fast_line(rec: FastRecord) -> MemoryLine:
+def _fast_line(rec: FastRecord, registry: Registry) -> MemoryLine:
     from amcp.firewall.labels import shown, trust_of
 
-    trust = trust_of(rec.claim, rec.text, local=rec.local)
+    # The key is checked in the record's first scope (the one the fast reader returns; the
+    # node checked every scope when it admitted the record). A sensitive record's text is
+    # redacted here, so its signature reads as unverified.
+    trust = trust_of(rec.claim, rec.text, local=rec.local, registry=registry, scope=rec.scope)
     return MemoryLine(rec.knowledge_id, rec.type, rec.scope, rec.weight, shown(rec.text, trust),
                       rec.kind, trust.label() if trust else "")
 
@@ -390,7 +400,12 @@ class NodeBackend:
         said = res.payload.get("warnings")  # the node's quarantine figure, when it has one
         if isinstance(said, list):
             self._warnings = tuple(str(w) for w in said)
-        return [line for amf in res.records if (line := _amf_line(amf)) is not None]
+        # The node's firewall verdict per record, when it sends them (in answer order).
+        verdicts = res.payload.get("trust")
+        if not isinstance(verdicts, list) or len(verdicts) < len(res.records):
+            verdicts = [None] * len(res.records)  # an answer cut to fit keeps a prefix
+        return [line for amf, verdict in zip(res.records, verdicts, strict=False)
+                if (line := _amf_line(amf, verdict)) is not None]
 
     def user_scopes(self) -> tuple[str, ...]:
         return ()  # the node's cold boot decides which scopes this peer may read
@@ -423,16 +438,29 @@ def _pointer_line(item: Mapping[str, Any]) -> MemoryLine:
         weight = float(parts[2]) if len(parts) > 2 else 0.5
     except ValueError:
         weight = 0.5
+    from amcp.firewall.labels import from_verdict, shown
+
+    text = text or pointer
+    # The pack labels each item with its verified origin (amcp.cse.screen) and has already
+    # left instruction-shaped records out; what the pointer still trips is withheld here.
+    trust = from_verdict(item, text)
     return MemoryLine(
         knowledge_id=str(item.get("knowledge_id") or head),
         type=parts[0] if parts else "?",
         scope=parts[1] if len(parts) > 1 else "*",
         weight=weight,
-        text=text or pointer,
+        text=shown(text, trust) if trust is not None else _withheld_if_flagged(text),
+        label=trust.label() if trust is not None else "",
     )
 
 
-def _amf_line(amf: Mapping[str, Any]) -> MemoryLine | None:
+def _withheld_if_flagged(text: str) -> str:
+    from amcp.firewall import detector
+
+    return detector.neutralise(text)
+
+
+def _amf_line(amf: Mapping[str, Any], verdict: Any = None) -> MemoryLine | None:
     from amcp.amf.mapping import text_of
 
     kid = amf.get("knowledge_id")
@@ -443,13 +471,14 @@ def _amf_line(amf: Mapping[str, Any]) -> MemoryLine | None:
     scopes = meta.get("project_scope") if isinstance(meta, Mapping) else None
     state = ext.get("x-state") if isinstance(ext, Mapping) else None
     weight = state.get("weight", 0.5) if isinstance(state, Mapping) else 0.5
-    from amcp.firewall.labels import claim_in, shown, trust_of
+    from amcp.firewall.labels import claim_in, from_verdict, shown, trust_of
 
     text = text_of(amf)
 
     # The node already left out drafts and withheld instructions in its answer; the label
-    # is read from the record's claim (the node cannot be asked which key signed it here).
-    trust = trust_of(claim_in(amf), text, local=None)
+    # is the node's own verdict when it sent one, else the record's claim with any signature
+    # read as unverified (the hook has no key registry to check it against).
+    trust = from_verdict(verdict, text) or trust_of(claim_in(amf), text, local=None)
     return MemoryLine(
         knowledge_id=kid,
         type=str(amf.get("type", "?")),
