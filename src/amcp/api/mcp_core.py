@@ -18,6 +18,7 @@ from amcp.api.mcp_render import amf_item, memory_block, trust_fields
 from amcp.api.schemas import MAX_AMQL, MAX_BUDGET, utf8_text
 from amcp.cse.pack import Pack
 from amcp.firewall import Origin
+from amcp.firewall.serve import answered_tags
 from amcp.memory import Memory
 from amcp.ports import RecallResult as MemoryRecall
 
@@ -252,8 +253,10 @@ def _recalled(query: str, result: MemoryRecall, warnings: list[str]) -> CallTool
     found = [
         RecalledMemory(
             knowledge_id=h.knowledge_id, type=rec.type.value, score=round(float(h.score), 6),
-            scope=list(rec.meta.project_scope), tags=list(rec.tags or ()), text=rec.text,
-            **trust_fields(result.trust.get(h.knowledge_id)),
+            scope=list(rec.meta.project_scope),
+            # A writer's own trust: tags mean nothing; the verified ones are added.
+            tags=answered_tags(rec.tags or (), result.trust.get(h.knowledge_id)),
+            text=rec.text, **trust_fields(result.trust.get(h.knowledge_id)),
         )
         for h in result.hits
         if (rec := h.item.record) is not None
@@ -273,12 +276,18 @@ def _recalled(query: str, result: MemoryRecall, warnings: list[str]) -> CallTool
 def _packed(pack: Pack) -> CallToolResult:
     data = pack.to_dict()
     items = [
-        amf_item(it["amf"], score=it.get("roi")) if isinstance(it.get("amf"), Mapping)
-        else {"knowledge_id": it.get("knowledge_id", "?"), "text": it.get("pointer", "")}
+        {**(amf_item(it["amf"], score=it.get("roi")) if isinstance(it.get("amf"), Mapping)
+            else {"knowledge_id": it.get("knowledge_id", "?"), "text": it.get("pointer", "")}),
+         # Where each item came from, as the firewall verified it (not the writer's claim).
+         **{k: it[k] for k in ("origin", "verification") if it.get(k) is not None}}
         for it in data.get("items", [])
     ]
+    heading = pack.confirmation
+    if pack.withheld:
+        heading += (f" ({pack.withheld} instruction-shaped memories withheld; "
+                    "see the inspector's review queue)")
     return CallToolResult(
-        content=[TextContent(type="text", text=memory_block(items, heading=pack.confirmation))],
+        content=[TextContent(type="text", text=memory_block(items, heading=heading))],
         structured_content=ContextResult(
             confirmation=pack.confirmation, pack=data
         ).model_dump(mode="json"),

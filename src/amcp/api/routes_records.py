@@ -11,6 +11,7 @@ from amcp.api import schemas as s
 from amcp.api.context import ERRORS, MAX_PAGE, KnowledgeId, api_of
 from amcp.api.views import item_out, write_out
 from amcp.errors import NotFoundError
+from amcp.firewall.serve import refuse_trust_tags
 from amcp.session.policy import Mode
 from amcp.store.base import RecordFilter
 
@@ -53,6 +54,7 @@ def list_memories(
     who = api.caller(request)
     if scope:
         who.check_read(scope)
+    refuse_trust_tags(tag, "tag")  # a listing filters on stored tags: trust: would be a claim
     exact = who.exact_read_scopes()
     flt = RecordFilter(
         scopes=tuple(scope) if scope else (tuple(exact) if exact else None),
