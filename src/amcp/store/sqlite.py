@@ -22,7 +22,6 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from amcp.amf.ids import content_key
 from amcp.amf.record import AMFRecord
 from amcp.amf.types import Lifecycle
 from amcp.errors import AmcpError, StoreError, StoreIntegrityError
@@ -129,10 +128,10 @@ class SQLiteStore:
         self.lexical = SQLiteLexical(conn, self.vectors)
         self.feed = SQLiteFeed(conn, self.store_id)
         self.bodies = SQLiteBodies(conn, self.verifier, self.access, memo)
-        self._reads = RecordReads(conn, self.verifier, self.content_key)
         self._writes = RecordWrites(
             conn, log, self.verifier, self.keyring, self._content_secret
         )
+        self._reads = RecordReads(conn, self.verifier, self._writes.content_key)
         self._states = StateChanges(conn, log, self.verifier, self.access)
         self._capabilities = Capabilities(
             lexical=self.lexical, vectors=self.vectors, feed=self.feed, access=self.access,
@@ -185,11 +184,6 @@ class SQLiteStore:
 
     def put_many(self, items: Sequence[PutItem]) -> list[PutResult]:
         return self._writes.put_many(items)
-
-    def content_key(self, record: AMFRecord) -> str:
-        """The dedup key of ``record`` in this store: keyed, so the stored column cannot be
-        used to confirm a guessed statement (``amcp.amf.ids.content_key``)."""
-        return content_key(record, self._content_secret)
 
     def set_state(
         self,

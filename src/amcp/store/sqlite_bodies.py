@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
+from typing import Any
 
 from amcp.store import sqlite_rows as col
 from amcp.store.admit import admits
@@ -42,31 +43,7 @@ class SQLiteBodies:
         (sensitive) bodies and tombstones come back as None; read those through ``get``."""
         if not knowledge_ids:
             return []
-        # By row id where it is known (a rowid lookup walks one B-tree; a knowledge-id one
-        # walks the id index and then the table — ~0.5 ms of a pack's ~120 rows). A row is
-        # only taken if it still holds that id; any other id is looked up by knowledge id.
-        known = self._memo
-        want = list(dict.fromkeys(knowledge_ids))
-        wanted = set(want)
-        with self._lock:
-            by_rowid = [known[k] for k in want if k in known]
-            rows = self._db.execute(
-                f"SELECT {ROW_COLS} FROM records r WHERE r.rowid IN "
-                f"({in_marks(len(by_rowid))})",
-                by_rowid,
-            ).fetchall() if by_rowid else []
-            rows = [
-                r for r in rows if r[col.KID] in wanted and known.get(r[col.KID]) == r[col.ROWID]
-            ]
-            if len(rows) < len(want):
-                got = {r[col.KID] for r in rows}
-                rest = [k for k in want if k not in got]
-                more = self._db.execute(
-                    f"SELECT {ROW_COLS} FROM records r WHERE r.knowledge_id IN "
-                    f"({in_marks(len(rest))})", rest,
-                ).fetchall()
-                self._memo.learn((r[col.ROWID], r[col.KID]) for r in more)
-                rows += more
+        rows = self._rows(list(dict.fromkeys(knowledge_ids)))
         # A RecordState per row costs ~5 µs to build (frozen dataclass), and the same rows
         # come back pack after pack (the core records); one built from identical columns is
         # identical, so it is reused while no access is buffered for the record (buffered
@@ -96,3 +73,31 @@ class SQLiteBodies:
             body = None if row[col.SENSITIVE] else row[col.BODY]
             out.append((kid, state, body, row[col.CHECKSUM]))
         return out
+
+    def _rows(self, want: list[str]) -> list[Any]:
+        """The rows of the (distinct) ids ``want``, in no particular order."""
+        # By row id where it is known (a rowid lookup walks one B-tree; a knowledge-id one
+        # walks the id index and then the table — ~0.5 ms of a pack's ~120 rows). A row is
+        # only taken if it still holds that id; any other id is looked up by knowledge id.
+        known = self._memo
+        wanted = set(want)
+        with self._lock:
+            by_rowid = [known[k] for k in want if k in known]
+            rows = self._db.execute(
+                f"SELECT {ROW_COLS} FROM records r WHERE r.rowid IN "
+                f"({in_marks(len(by_rowid))})",
+                by_rowid,
+            ).fetchall() if by_rowid else []
+            rows = [
+                r for r in rows if r[col.KID] in wanted and known.get(r[col.KID]) == r[col.ROWID]
+            ]
+            if len(rows) < len(want):
+                got = {r[col.KID] for r in rows}
+                rest = [k for k in want if k not in got]
+                more = self._db.execute(
+                    f"SELECT {ROW_COLS} FROM records r WHERE r.knowledge_id IN "
+                    f"({in_marks(len(rest))})", rest,
+                ).fetchall()
+                self._memo.learn((r[col.ROWID], r[col.KID]) for r in more)
+                rows += more
+        return rows

@@ -1,7 +1,7 @@
 """The SQLiteStore's verifying read path: seals, bodies, quarantine.
 
-Every row a read serves passes ``_verified`` (not quarantined, its seal checks) and every
-body ``_open_body`` (its id, checksum and envelope recomputed, once per seal: the decoded
+Every row a read serves passes ``verified`` (not quarantined, its seal checks) and every
+body ``open_body`` (its id, checksum and envelope recomputed, once per seal: the decoded
 copy is kept by seal). A row or body that fails is quarantined, never raised: one bad record
 must not make a request fail (``docs/store.md``, "What the node serves").
 """
