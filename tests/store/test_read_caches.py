@@ -1,4 +1,4 @@
-"""The read-by-id caches (``SQLiteStore._row_by_id``, ``access_count_since``) never serve
+"""The read-by-id caches (``RecordReads._row_by_id``, ``access_count_since``) never serve
 what a commit changed: this connection's own writes, another connection's (another
 process is the same to SQLite), and uncommitted writes inside our own transaction."""
 
