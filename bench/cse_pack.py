@@ -100,7 +100,7 @@ def prescan_misses(mem: Memory, tasks: int = 200) -> dict[str, object]:
         return {}
     members = index.ids()
     parts = [(ids[np.isin(ids, members)], _unit(mat[np.isin(ids, members)]))
-             for ids, mat in mem.store.iter_vectors()]
+             for ids, mat in mem.store.capabilities.vectors.iter_vectors()]
     ids = np.concatenate([p[0] for p in parts])
     mat = np.concatenate([p[1] for p in parts]).astype(np.float64)
     rng = random.Random(2026)

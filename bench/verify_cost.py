@@ -5,7 +5,7 @@ For every record of a store (built here with the hashing embedder, or an existin
 - ``seal_us``: the row-seal check a read does for every row it serves (HMAC-SHA256 over the
   sealed columns and the body's sha256) — ``rowseal.Sealer.check``;
 - ``body_us``: what a first read of a body adds (decode, id, checksum and envelope
-  recomputed) — ``SQLiteStore._open_body``; later reads of the same record use the decoded
+  recomputed) — ``Verifier.open_body``; later reads of the same record use the decoded
   copy, keyed by its seal;
 - ``get_us``: a whole read by id through the store, warm (row cache and decoded cache);
 - ``open_ms``: opening the store with the check on open (quick_check, chain from the mark,
@@ -58,17 +58,17 @@ def build(path: Path, size: int) -> None:
 
 
 def per_record(store: SQLiteStore, sample: int) -> dict[str, float]:
-    rows = store._db.execute(
+    rows = store.conn.db.execute(
         f"SELECT {col.ROW_COLS} FROM records r WHERE r.body IS NOT NULL ORDER BY random() "
         "LIMIT ?", (sample,)
     ).fetchall()
     seal, body, get = [], [], []
     for row in rows:
         t = time.perf_counter()
-        store._sealer.check(row[col.ROWID], row[col.FACTS], row[col.BODY], row[col.SEAL])
+        store.verifier.sealer.check(row[col.ROWID], row[col.FACTS], row[col.BODY], row[col.SEAL])
         seal.append((time.perf_counter() - t) * 1e6)
         t = time.perf_counter()
-        store._open_body(row, signature=False)
+        store.verifier.open_body(row, signature=False)
         body.append((time.perf_counter() - t) * 1e6)
     ids = [row[col.KID] for row in rows]
     for kid in ids:
@@ -94,7 +94,7 @@ def open_times(path: Path, runs: int) -> dict[str, float]:
             store = mem.store
             assert isinstance(store, SQLiteStore)
             t = time.perf_counter()
-            digest_of(r[0] for r in store._db.execute("SELECT seal FROM records"))
+            digest_of(r[0] for r in store.conn.db.execute("SELECT seal FROM records"))
             digests.append((time.perf_counter() - t) * 1000)
     return {"open_ms_median": median(times), "open_ms_runs": times,
             "digest_ms_median": median(digests)}

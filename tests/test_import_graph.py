@@ -47,13 +47,8 @@ RANK = {name: n for n, names in enumerate(LAYERS) for name in names}
 
 # (importer, imported) package edges still against the rule; see the module docstring.
 KNOWN: frozenset[tuple[str, str]] = frozenset()
-# Module cycles still present (each the sorted modules of one cycle). The SQLite adapter's
-# friend modules take the ``SQLiteStore`` they serve as a (type-only) parameter; they go
-# with the narrow store port (issue 16).
-KNOWN_MODULE_CYCLES: frozenset[tuple[str, ...]] = frozenset({
-    ("amcp.store.sqlite", "amcp.store.sqlite_batch", "amcp.store.sqlite_derived",
-     "amcp.store.sqlite_seals", "amcp.store.sqlite_verify"),
-})
+# Module cycles still present (each the sorted modules of one cycle).
+KNOWN_MODULE_CYCLES: frozenset[tuple[str, ...]] = frozenset()
 
 
 def _module_names() -> dict[str, Path]:

@@ -1,6 +1,6 @@
 """``Memory``'s write path: validate → dedup → clock → embed → store, one transaction.
 
-A mixin, as the SQLite adapter's access statistics are, so ``memory.py`` stays a readable
+A mixin, so ``memory.py`` stays a readable
 facade; ``Memory`` supplies the store, clock, embedder, searcher and ``atomic``.
 """
 

@@ -28,7 +28,7 @@ def mem(tmp_path: Path) -> Iterator[Memory]:
 
 
 def _raw(mem: Memory, kid: str) -> tuple[bytes, str | None]:
-    ((_k, _state, body, checksum),) = mem.store.raw_bodies([kid])  # type: ignore[attr-defined]
+    ((_k, _state, body, checksum),) = mem.store.capabilities.bodies.raw_bodies([kid])  # type: ignore[attr-defined]
     assert body is not None
     return body, checksum
 
@@ -96,7 +96,7 @@ def test_entry_from_bytes_refuses_tampering(mem: Memory) -> None:
 def test_sensitive_records_are_not_handed_out_as_bytes(mem: Memory) -> None:
     kid = mem.remember("the api key is hunter2", type=KT.FACT, scope="project:x",
                        sensitive=True).knowledge_id
-    ((_k, state, body, _c),) = mem.store.raw_bodies([kid])  # type: ignore[attr-defined]
+    ((_k, state, body, _c),) = mem.store.capabilities.bodies.raw_bodies([kid])  # type: ignore[attr-defined]
     assert state.sensitive and body is None
     pack = mem.context("api key", budget_tokens=20_000, now=NOW)
     shown = [it for it in pack.items if it.knowledge_id == kid]

@@ -47,7 +47,7 @@ def _exact(mem: Memory, q: np.ndarray, k: int, flt: RecordFilter) -> list[tuple[
     index = mem.searcher._ensure_index()
     assert index is not None
     rows = index.ids().tolist()
-    names = mem.store.ids_for_rowids(rows)
+    names = mem.store.capabilities.vectors.ids_for_rowids(rows)
     ok = {s.knowledge_id for s in mem.store.query(
         RecordFilter(scopes=flt.scopes, ids=tuple(names.values()), now=flt.now),
         limit=len(rows))}
@@ -155,7 +155,7 @@ def test_records_without_vectors_are_not_candidates(mem: Memory, quantise_small:
     flt = RecordFilter(now=NOW)
     q = _query(mem)
     best = rel.top_relevant(mem, q, flt, 3, candidates=16)[0][0]
-    rowid = mem.store.rowid_of(best)
+    rowid = mem.store.capabilities.vectors.rowid_of(best)
     mem.searcher.removed(rowid)  # the index no longer has its vector
     got = rel.top_relevant(mem, q, flt, 3, candidates=16)
     assert best not in {k for k, _ in got} and len(got) == 3
@@ -316,7 +316,7 @@ def test_unpackable_rows_are_named_only_if_live(mem: Memory) -> None:
     for flt in (RecordFilter(now=NOW), RecordFilter(scopes=("project:x",), now=NOW),
                 RecordFilter(scopes=("project:none",), now=NOW), RecordFilter()):
         names, ok = rel._named_packable(mem.store, rows, flt)
-        all_names = mem.store.ids_for_rowids(rows)
+        all_names = mem.store.capabilities.vectors.ids_for_rowids(rows)
         look = RecordFilter(scopes=flt.scopes, ids=tuple(all_names.values()), now=flt.now,
                             include_expired=flt.now is None)
         expected = {r.knowledge_id for r in mem.store.states(look, limit=len(rows))}
@@ -331,14 +331,14 @@ def test_named_rowids_names_what_filter_rowids_keeps(mem: Memory) -> None:
     rows = index.ids().tolist()[::-1]  # any order: the answer keeps it
     mem.invalidate(mem.list_records()[1].knowledge_id, "wrong")
     store = mem.store
-    assert store.named_rowids([], RecordFilter()) == {}  # type: ignore[attr-defined]
+    assert store.capabilities.vectors.named_rowids([], RecordFilter()) == {}  # type: ignore[attr-defined]
     for flt in (RecordFilter(lifecycles=(Lifecycle.ACTIVE,)), RecordFilter(),
                 RecordFilter(scopes=("project:x",), now=NOW),
                 RecordFilter(scopes=("project:none",))):
-        named = store.named_rowids([*rows, 10**9], flt)  # type: ignore[attr-defined]
-        kept = store.filter_rowids(rows, flt)  # type: ignore[attr-defined]
+        named = store.capabilities.vectors.named_rowids([*rows, 10**9], flt)  # type: ignore[attr-defined]
+        kept = store.capabilities.vectors.filter_rowids(rows, flt)  # type: ignore[attr-defined]
         assert list(named) == kept
-        assert named == {r: store.ids_for_rowids(kept)[r] for r in kept}
+        assert named == {r: store.capabilities.vectors.ids_for_rowids(kept)[r] for r in kept}
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")

@@ -72,9 +72,9 @@ def test_superseded_record_is_floored_and_archived(mem: Memory) -> None:
     assert last.details["reason"] == ARCHIVED_REASON
     assert mem.store.verify().ok
     # A second round floors it again and writes nothing more to the log.
-    head = mem.store.change_head()
+    head = mem.store.capabilities.feed.change_head()
     (again,) = apply_outcome(mem, [old], "failure")
-    assert again.weight == 0.0 and mem.store.change_head() == head
+    assert again.weight == 0.0 and mem.store.capabilities.feed.change_head() == head
     assert mem.get(new).state.lifecycle is Lifecycle.ACTIVE
 
 

@@ -65,7 +65,7 @@ def test_recall_prefers_candidates_that_also_say_the_common_words(tmp_path: Path
         mem.remember(f"Caroline: note number {i} about the weather", scope="chat")
     query = "What did Caroline paint by the lake?"
     terms = query_terms(query)
-    doc_freq, total = mem.store.term_doc_freq(terms)
+    doc_freq, total = mem.store.capabilities.lexical.term_doc_freq(terms)
     assert common_terms(terms, doc_freq, prune_terms(terms, doc_freq, total)) == ["caroline"]
     flt = RecordFilter(scopes=("chat",))
     plain = HybridSearcher(mem.store, None, SearchTuning(coverage_weight=0.0))
@@ -81,9 +81,9 @@ def test_recall_prefers_candidates_that_also_say_the_common_words(tmp_path: Path
 def test_store_own_terms(tmp_path: Path) -> None:
     mem = Memory(tmp_path / "m.db", embedder=None, check_embedder=False)
     a = mem.remember("deploys happen on Thursday", scope="x", context="said by the ops team")
-    terms = mem.store.own_terms([a.knowledge_id, "K-missing"])
+    terms = mem.store.capabilities.lexical.own_terms([a.knowledge_id, "K-missing"])
     assert set(terms) == {a.knowledge_id}
     assert "thursday" in terms[a.knowledge_id].split()
     assert "ops" not in terms[a.knowledge_id].split()  # context is not the record's own text
-    assert mem.store.own_terms([]) == {}
+    assert mem.store.capabilities.lexical.own_terms([]) == {}
     mem.close()

@@ -69,7 +69,7 @@ def test_terms_common_in_the_scope_are_pruned_and_left_to_coverage(tmp_path: Pat
     assert common == ["caroline"]
     # The re-scoring's own terms are handed on (coverage reuses them): the store's own.
     assert read and {kid for kid, _s in hits} <= set(read)
-    assert read == m.store.own_terms(list(read))
+    assert read == m.store.capabilities.lexical.own_terms(list(read))
     _hits, common, read = m.searcher._lexical("did caroline paint a lake", RecordFilter(), 10)
     assert common == [] and read == {}  # store-wide, 8 of 69 records: rare enough for BM25
 
@@ -83,10 +83,10 @@ def test_bm25_scores_are_fts5s_with_the_whole_tables_statistics(tmp_path: Path) 
         )
     store = m.store
     terms = ["planner", "index", "vector"]
-    fts = store.search_lexical('"planner" OR "index" OR "vector"', RecordFilter(), 100,
+    fts = store.capabilities.lexical.search_lexical('"planner" OR "index" OR "vector"', RecordFilter(), 100,
                                context_weight=0.5)
-    stats = store.scope_term_stats(["one"], terms)
-    ours = bm25_scores(terms, store.lexical_texts([k for k, _s in fts]), stats.doc_freq,
+    stats = store.capabilities.lexical.scope_term_stats(["one"], terms)
+    ours = bm25_scores(terms, store.capabilities.lexical.lexical_texts([k for k, _s in fts]), stats.doc_freq,
                        stats.docs, stats.avg_len, context_weight=0.5)
     assert len(ours) == len(fts) == 40
     for kid, score in fts:

@@ -34,7 +34,7 @@ def _joined(store: SQLiteStore, terms: str, flt: RecordFilter, k: int) -> list[t
     from amcp.store.sqlfilter import where_clause
 
     where, params = where_clause(flt)
-    rows = store._db.execute(
+    rows = store.conn.db.execute(
         "SELECT r.knowledge_id, bm25(records_fts, 1.0, 0.5) AS score FROM records_fts "
         "JOIN records r ON r.rowid = records_fts.rowid "
         f"WHERE records_fts MATCH ? AND {where} ORDER BY score, r.rowid LIMIT ?",
@@ -51,16 +51,16 @@ def test_lexical_fast_path_equals_join(tmp_path: Path) -> None:
         terms = build_match(["postgr", "pool"])
         flt = RecordFilter(now=1e12 / 1000)
         for k in (1, 10, 50):
-            assert store.search_lexical(terms, flt, k, context_weight=0.5) == _joined(
+            assert store.capabilities.lexical.search_lexical(terms, flt, k, context_weight=0.5) == _joined(
                 store, terms, flt, k
             )
         # The best matches invalidated: the head of the page comes up short and the rest of
         # the page is checked; the result must not change.
-        top = [kid for kid, _s in store.search_lexical(terms, flt, 30, context_weight=0.5)]
+        top = [kid for kid, _s in store.capabilities.lexical.search_lexical(terms, flt, 30, context_weight=0.5)]
         for kid in top:
             mem.invalidate(kid, "stale")
         for k in (1, 10, 50):
-            got = store.search_lexical(terms, flt, k, context_weight=0.5)
+            got = store.capabilities.lexical.search_lexical(terms, flt, k, context_weight=0.5)
             assert got == _joined(store, terms, flt, k)
             assert len(got) == k and not set(top) & {kid for kid, _s in got}
         # Most of the best matches invalidated: the probe comes up short and the joined
@@ -70,14 +70,14 @@ def test_lexical_fast_path_equals_join(tmp_path: Path) -> None:
                 continue
             mem.invalidate(kid, "stale")
         for k in (10, 50):
-            got = store.search_lexical(terms, flt, k, context_weight=0.5)
+            got = store.capabilities.lexical.search_lexical(terms, flt, k, context_weight=0.5)
             assert got == _joined(store, terms, flt, k)
             assert not set(ids[:360]) & {kid for kid, _s in got}
         scoped = RecordFilter(scopes=("team:1",))
-        assert store.search_lexical(terms, scoped, 10, context_weight=0.5) == _joined(
+        assert store.capabilities.lexical.search_lexical(terms, scoped, 10, context_weight=0.5) == _joined(
             store, terms, scoped, 10
         )
-        assert store.search_lexical('"nosuchterm"', flt, 10) == []
+        assert store.capabilities.lexical.search_lexical('"nosuchterm"', flt, 10) == []
 
 
 def test_broad_lexical_page_is_shallow_until_too_few_pass(
@@ -90,20 +90,20 @@ def test_broad_lexical_page_is_shallow_until_too_few_pass(
         store = mem.store
         assert isinstance(store, SQLiteStore)
         asked: list[int] = []
-        plain = store._ranked
+        plain = store.lexical._ranked
 
         def ranked(terms: str, n: int, weight: float) -> list[tuple[int, float]]:
             asked.append(n)
             return plain(terms, n, weight)
 
-        monkeypatch.setattr(store, "_ranked", ranked)
+        monkeypatch.setattr(store.lexical, "_ranked", ranked)
         terms, flt = build_match(["postgr", "pool"]), RecordFilter(now=1e9)
-        first = store.search_lexical(terms, flt, 10)
+        first = store.capabilities.lexical.search_lexical(terms, flt, 10)
         assert asked == [10 + 5 + 8] and len(first) == 10
-        for kid, _s in store.search_lexical(terms, flt, 20):
+        for kid, _s in store.capabilities.lexical.search_lexical(terms, flt, 20):
             mem.invalidate(kid, "stale")
         asked.clear()
-        got = store.search_lexical(terms, flt, 10)
+        got = store.capabilities.lexical.search_lexical(terms, flt, 10)
         assert asked == [23, 200]
         assert got == _joined(store, terms, flt, 10)
 
@@ -132,8 +132,8 @@ def test_scoped_lexical_page_from_the_scope_equals_join(
         store = mem.store
         assert isinstance(store, SQLiteStore)
         used: list[list[str] | None] = []
-        narrow = store._narrow_scopes
-        monkeypatch.setattr(store, "_narrow_scopes", lambda f: used.append(narrow(f)) or used[-1])
+        narrow = store.lexical._narrow_scopes
+        monkeypatch.setattr(store.lexical, "_narrow_scopes", lambda f: used.append(narrow(f)) or used[-1])
         flts = [
             RecordFilter(scopes=("team:2",), now=1e9),
             RecordFilter(scopes=("team:4", "team:6"), now=1e9),
@@ -144,12 +144,12 @@ def test_scoped_lexical_page_from_the_scope_equals_join(
         for terms in (build_match(["postgr", "pool"]), build_match(["redi", "servic", "3"])):
             for flt in flts:
                 for k in (1, 10, 50, 200):
-                    assert store.search_lexical(terms, flt, k, context_weight=0.5) == _joined(
+                    assert store.capabilities.lexical.search_lexical(terms, flt, k, context_weight=0.5) == _joined(
                         store, terms, flt, k
                     ), (terms, flt, k)
         assert used[0] == ["team:2", "*"]
         assert ["big", "*"] not in used and None in used  # half the store: the plain page
-        assert store.search_lexical('"nosuchterm"', flts[0], 10) == []
+        assert store.capabilities.lexical.search_lexical('"nosuchterm"', flts[0], 10) == []
 
 
 @pytest.fixture
@@ -206,8 +206,8 @@ def test_snapshot_saved_and_reused(tmp_path: Path) -> None:
         index = mem.searcher.index
         assert index is not None
         ids = set(index.ids().tolist())
-        assert {mem.store.rowid_of(k) for k in added} <= ids
-        assert mem.store.rowid_of(gone) not in ids
+        assert {mem.store.capabilities.vectors.rowid_of(k) for k in added} <= ids
+        assert mem.store.capabilities.vectors.rowid_of(gone) not in ids
         # Far enough behind (the threshold lowered to what this test writes): saved on close.
         mem.searcher.index_policy = search.IndexPolicy(
             ann_threshold=200, save_min_changes=5, save_min_share=0.0)
@@ -217,7 +217,7 @@ def test_snapshot_saved_and_reused(tmp_path: Path) -> None:
         assert mem.searcher._saved == mem.searcher._seen  # loaded at the head: no replay
         index = mem.searcher.index
         assert index is not None
-        assert {mem.store.rowid_of(k) for k in again} <= set(index.ids().tolist())
+        assert {mem.store.capabilities.vectors.rowid_of(k) for k in again} <= set(index.ids().tolist())
 
 
 @pytest.mark.usefixtures("small_ann")
@@ -283,12 +283,12 @@ def test_filtered_vector_search_is_exact_top_k(tmp_path: Path, scope: str) -> No
         got = mem.searcher.vector_search(q, flt, 20)
         index = mem.searcher.index
         assert index is not None
-        allowed = mem.store.rowids(flt)
+        allowed = mem.store.capabilities.vectors.rowids(flt)
         want = index.search(q, 20, allowed=allowed) if len(allowed) else []
         # The same scores in the same order (ids may swap within float noise: the full
         # mat-vec and a gathered one sum in different orders), all inside the filter.
         assert np.allclose([s for _k, s in got], [s for _r, s in want], atol=1e-5)
-        permitted = set(mem.store.ids_for_rowids(allowed.tolist()).values())
+        permitted = set(mem.store.capabilities.vectors.ids_for_rowids(allowed.tolist()).values())
         assert {kid for kid, _s in got} <= permitted
         # A caller's own id restriction is kept, not replaced by the probe's ids.
         some = tuple(kid for kid, _s in got[:3])
@@ -441,7 +441,7 @@ def test_filter_rowids_matches_the_where_clause(tmp_path: Path) -> None:
             mem.invalidate(out.knowledge_id, "stale")
         store = mem.store
         assert isinstance(store, SQLiteStore)
-        every = store.rowids(RecordFilter(lifecycles=None, include_expired=True)).tolist()
+        every = store.capabilities.vectors.rowids(RecordFilter(lifecycles=None, include_expired=True)).tolist()
         page = [*every[::-1], 10**9]  # a page in some order, and a rowid that is not there
         active = (Lifecycle.ACTIVE,)
         for flt in (
@@ -453,13 +453,13 @@ def test_filter_rowids_matches_the_where_clause(tmp_path: Path) -> None:
             RecordFilter(scopes=("nobody",)),
             RecordFilter(lifecycles=(Lifecycle.INVALIDATED,), tags=("postgres",)),
         ):
-            allowed = set(store.rowids(flt).tolist())
+            allowed = set(store.capabilities.vectors.rowids(flt).tolist())
             expected = [r for r in page if r in allowed]
-            assert store.filter_rowids(page, flt) == expected
-            named = store.named_rowids(page, flt)
+            assert store.capabilities.vectors.filter_rowids(page, flt) == expected
+            named = store.capabilities.vectors.named_rowids(page, flt)
             assert list(named) == expected
-            assert named == {r: store.ids_for_rowids([r])[r] for r in expected}
-        assert store.filter_rowids([], RecordFilter()) == []
+            assert named == {r: store.capabilities.vectors.ids_for_rowids([r])[r] for r in expected}
+        assert store.capabilities.vectors.filter_rowids([], RecordFilter()) == []
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")

@@ -41,10 +41,10 @@ def test_buffered_counts_are_visible_to_every_read(mem: Memory, tmp_path: Path) 
     got = mem.store.get(kid)
     assert got is not None and got.state.access_count == 3
     assert got.state.last_access is not None
-    assert mem.store.access_count_since(kid, 0.0) == 3
+    assert mem.store.capabilities.access.access_count_since(kid, 0.0) == 3
     [row] = [r for r in mem.store.states(sqlite_mod.RecordFilter()) if r.knowledge_id == kid]
     assert row.state.access_count == 3
-    [(_, state, _, _)] = mem.store.raw_bodies([kid])
+    [(_, state, _, _)] = mem.store.capabilities.bodies.raw_bodies([kid])
     assert state.access_count == 3
 
 
@@ -59,7 +59,7 @@ def test_close_writes_them(tmp_path: Path) -> None:
     try:
         got = again.store.get(kid)
         assert got is not None and got.state.access_count == 2
-        assert again.store.access_count_since(kid, 0.0) == 2
+        assert again.store.capabilities.access.access_count_since(kid, 0.0) == 2
     finally:
         again.close()
 
@@ -84,7 +84,7 @@ def test_purge_drops_buffered_counts(mem: Memory, tmp_path: Path) -> None:
     kid = mem.remember("a secret that must go", scope="p").knowledge_id
     mem.read([kid])
     mem.purge(kid, reason="gdpr")
-    mem.store.flush_access()
+    mem.store.capabilities.access.flush_access()
     assert _on_disk(tmp_path / "m.db", kid)[1] == 0
 
 
@@ -93,17 +93,17 @@ def test_a_locked_store_keeps_the_counts(mem: Memory, tmp_path: Path) -> None:
     mem.read([kid])
     other = sqlite3.connect(tmp_path / "m.db", timeout=0.05, isolation_level=None)
     other.execute("BEGIN IMMEDIATE")  # another writer holds the lock
-    mem.store._db.execute("PRAGMA busy_timeout=50")
+    mem.store.conn.db.execute("PRAGMA busy_timeout=50")
     try:
         with pytest.raises(sqlite_mod.StoreError):
-            mem.store.flush_access()
+            mem.store.capabilities.access.flush_access()
         mem.read([kid])  # still visible, and merged with the newer access
         got = mem.store.get(kid)
         assert got is not None and got.state.access_count == 2
     finally:
         other.execute("ROLLBACK")
         other.close()
-    mem.store.flush_access()
+    mem.store.capabilities.access.flush_access()
     assert _on_disk(tmp_path / "m.db", kid) == (2, 2)
 
 
@@ -124,9 +124,9 @@ def test_background_flusher_writes_due_counts(mem: Memory, tmp_path: Path,
     kids = [mem.remember(f"fact number {i}", scope="p").knowledge_id for i in range(3)]
     monkeypatch.setattr(sqlite_access, "_ACCESS_FLUSH_N", 3)
     mem.flush_in_background()
-    first = mem.store._flusher
+    first = mem.store.access._flusher
     mem.flush_in_background()  # idempotent: one thread
-    assert first is not None and mem.store._flusher is first
+    assert first is not None and mem.store.access._flusher is first
     mem.read(kids)  # due: the flusher writes them, not this read
     assert _wait_on_disk(tmp_path / "m.db", kids[2], (1, 1)) == (1, 1)
     for kid in kids:  # what readers see never double counts while it runs
@@ -135,7 +135,7 @@ def test_background_flusher_writes_due_counts(mem: Memory, tmp_path: Path,
     mem.read(kids[:1])
     mem.close()  # stops the flusher first, then writes what is left
     assert _on_disk(tmp_path / "m.db", kids[0]) == (2, 2)
-    assert mem.store._flusher is None  # joined
+    assert mem.store.access._flusher is None  # joined
 
 
 def test_a_reader_flushes_inline_when_the_flusher_is_far_behind(
@@ -145,7 +145,7 @@ def test_a_reader_flushes_inline_when_the_flusher_is_far_behind(
     monkeypatch.setattr(sqlite_access, "_ACCESS_FLUSH_N", 2)
     monkeypatch.setattr(sqlite_access, "_ACCESS_INLINE_N", 3)
     mem.flush_in_background()
-    with mem.store._lock:  # hold the flusher off: it needs the store's lock to write
+    with mem.store.conn.lock:  # hold the flusher off: it needs the store's lock to write
         mem.read(kids)  # three pending: past the inline bound, so this read writes them
         assert _on_disk(tmp_path / "m.db", kids[0]) == (1, 1)
 
@@ -154,20 +154,20 @@ def test_raw_bodies_reuses_no_stale_state(mem: Memory) -> None:
     """``raw_bodies`` reuses a row's state only for identical columns: a buffered access, its
     flush, a weight change or an invalidation each show up in the next read."""
     kid = mem.remember("the build uses ninja", scope="p").knowledge_id
-    [(_, first, _, _)] = mem.store.raw_bodies([kid])
-    [(_, again, _, _)] = mem.store.raw_bodies([kid])
+    [(_, first, _, _)] = mem.store.capabilities.bodies.raw_bodies([kid])
+    [(_, again, _, _)] = mem.store.capabilities.bodies.raw_bodies([kid])
     assert again == first and again.access_count == 0
     mem.read([kid])
-    [(_, buffered, _, _)] = mem.store.raw_bodies([kid])
+    [(_, buffered, _, _)] = mem.store.capabilities.bodies.raw_bodies([kid])
     assert buffered.access_count == 1
-    mem.store.flush_access()
-    [(_, flushed, _, _)] = mem.store.raw_bodies([kid])
+    mem.store.capabilities.access.flush_access()
+    [(_, flushed, _, _)] = mem.store.capabilities.bodies.raw_bodies([kid])
     assert flushed.access_count == 1 and flushed.last_access == buffered.last_access
     mem.store.set_weight(kid, 0.9)
-    [(_, weighted, _, _)] = mem.store.raw_bodies([kid])
+    [(_, weighted, _, _)] = mem.store.capabilities.bodies.raw_bodies([kid])
     assert weighted.weight == 0.9 and weighted.access_count == 1
     mem.invalidate(kid, reason="wrong")
-    [(_, gone, _, _)] = mem.store.raw_bodies([kid])
+    [(_, gone, _, _)] = mem.store.capabilities.bodies.raw_bodies([kid])
     assert gone.lifecycle is not first.lifecycle
 
 
@@ -176,11 +176,11 @@ def test_raw_bodies_by_remembered_rowid_is_checked_against_the_id(mem: Memory) -
     id (or no row at all) falls back to the knowledge-id lookup, never to another record."""
     a = mem.remember("the build uses ninja", scope="p").knowledge_id
     b = mem.remember("tabs, not spaces", scope="p").knowledge_id
-    first = sorted(mem.store.raw_bodies([a, b]))  # learns both row ids
-    known = mem.store._rowid_of
+    first = sorted(mem.store.capabilities.bodies.raw_bodies([a, b]))  # learns both row ids
+    known = mem.store.vectors._memo
     assert set(known) >= {a, b}
-    assert sorted(mem.store.raw_bodies([b, a, b])) == first
+    assert sorted(mem.store.capabilities.bodies.raw_bodies([b, a, b])) == first
     known[a], known[b] = known[b], 10**9  # a points at b's row, b at no row
-    assert [r[0] for r in mem.store.raw_bodies([a])] == [a]
-    assert sorted(mem.store.raw_bodies([a, b])) == first
-    assert mem.store.raw_bodies(["K-" + "0" * 64]) == []
+    assert [r[0] for r in mem.store.capabilities.bodies.raw_bodies([a])] == [a]
+    assert sorted(mem.store.capabilities.bodies.raw_bodies([a, b])) == first
+    assert mem.store.capabilities.bodies.raw_bodies(["K-" + "0" * 64]) == []

@@ -146,7 +146,7 @@ def test_store_lexical_search_unchanged_and_floor_follows_writes(tmp_path: Path)
         match = build_match(["kafka", "rate", "limit"])
 
         def plain(k: int) -> list[tuple[str, float]]:
-            rows = store._db.execute(
+            rows = store.conn.db.execute(
                 "SELECT r.knowledge_id, bm25(records_fts, 1.0, 0.5) AS score FROM records_fts"
                 " JOIN records r ON r.rowid = records_fts.rowid WHERE records_fts MATCH ?"
                 " ORDER BY score, r.rowid LIMIT ?",
@@ -155,11 +155,11 @@ def test_store_lexical_search_unchanged_and_floor_follows_writes(tmp_path: Path)
             return [(kid, -s) for kid, s in rows]
 
         for k in (5, 50):
-            assert store.search_lexical(match, flt, k, context_weight=0.5) == plain(k)
-        before = store._fts_floor[1]
+            assert store.capabilities.lexical.search_lexical(match, flt, k, context_weight=0.5) == plain(k)
+        before = store.lexical._fts_floor[1]
         mem.remember("kafka")  # a shorter row than any before: the cached floor must drop
-        assert store.search_lexical(match, flt, 50, context_weight=0.5) == plain(50)
-        assert store._fts_floor[1] < before
+        assert store.capabilities.lexical.search_lexical(match, flt, 50, context_weight=0.5) == plain(50)
+        assert store.lexical._fts_floor[1] < before
 
 
 def test_term_counts_follow_writes_through_the_kept_lookup(tmp_path: Path) -> None:
@@ -167,12 +167,12 @@ def test_term_counts_follow_writes_through_the_kept_lookup(tmp_path: Path) -> No
         store = mem.store
         assert isinstance(store, SQLiteStore)
         first = mem.remember("kafka needs rate limits")
-        assert store.term_doc_freq(["kafka", "rate"])[0] == {"kafka": 1, "rate": 1}
-        assert store.term_doc_freq(["kafka", "rate"])[0] == {"kafka": 1, "rate": 1}  # kept
+        assert store.capabilities.lexical.term_doc_freq(["kafka", "rate"])[0] == {"kafka": 1, "rate": 1}
+        assert store.capabilities.lexical.term_doc_freq(["kafka", "rate"])[0] == {"kafka": 1, "rate": 1}  # kept
         mem.remember("kafka again, and nginx")
-        assert store.term_doc_freq(["kafka", "nginx"])[0] == {"kafka": 2, "nginx": 1}
+        assert store.capabilities.lexical.term_doc_freq(["kafka", "nginx"])[0] == {"kafka": 2, "nginx": 1}
         mem.purge(first.knowledge_id, "gone")
-        assert store.term_doc_freq(["kafka", "rate"])[0] == {"kafka": 1}
+        assert store.capabilities.lexical.term_doc_freq(["kafka", "rate"])[0] == {"kafka": 1}
 
 
 def test_term_counts_are_kept_across_queries_until_the_index_changes(tmp_path: Path) -> None:
@@ -182,38 +182,38 @@ def test_term_counts_are_kept_across_queries_until_the_index_changes(tmp_path: P
         mem.remember("kafka needs rate limits")
         mem.remember("nginx needs rate limits too")
         asked: list[str] = []
-        store._db.set_trace_callback(
+        store.conn.db.set_trace_callback(
             lambda sql: asked.append(sql) if "records_fts_vocab" in sql else None
         )
-        assert store.term_doc_freq(["kafka", "rate"])[0] == {"kafka": 1, "rate": 2}
-        assert store.term_doc_freq(["nginx", "rate", "absent"])[0] == {"nginx": 1, "rate": 2}
+        assert store.capabilities.lexical.term_doc_freq(["kafka", "rate"])[0] == {"kafka": 1, "rate": 2}
+        assert store.capabilities.lexical.term_doc_freq(["nginx", "rate", "absent"])[0] == {"nginx": 1, "rate": 2}
         assert len(asked) == 2
         # Every term seen since the last write is answered without FTS5, absent ones too.
-        assert store.term_doc_freq(["rate", "kafka", "nginx", "absent"])[0] == {
+        assert store.capabilities.lexical.term_doc_freq(["rate", "kafka", "nginx", "absent"])[0] == {
             "rate": 2, "kafka": 1, "nginx": 1,
         }
         assert len(asked) == 2
         mem.remember("absent no more, kafka")  # the index moved: every count is re-read
-        assert store.term_doc_freq(["kafka", "absent"])[0] == {"kafka": 2, "absent": 1}
+        assert store.capabilities.lexical.term_doc_freq(["kafka", "absent"])[0] == {"kafka": 2, "absent": 1}
         assert len(asked) == 3
         with store.atomic():  # inside a transaction nothing kept is trusted or kept
-            assert store.term_doc_freq(["kafka"])[0] == {"kafka": 2}
-            assert store.term_doc_freq(["kafka"])[0] == {"kafka": 2}
+            assert store.capabilities.lexical.term_doc_freq(["kafka"])[0] == {"kafka": 2}
+            assert store.capabilities.lexical.term_doc_freq(["kafka"])[0] == {"kafka": 2}
         assert len(asked) == 5
-        store._db.set_trace_callback(None)
+        store.conn.db.set_trace_callback(None)
 
 
 def test_term_counts_kept_are_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from amcp.store import sqlite_index
+    from amcp.store import sqlite_lexical
 
-    monkeypatch.setattr(sqlite_index, "_VOCAB_KEEP", 3)
+    monkeypatch.setattr(sqlite_lexical, "_VOCAB_KEEP", 3)
     with Memory(tmp_path / "m.db", embedder=None) as mem:
         store = mem.store
         assert isinstance(store, SQLiteStore)
         mem.remember("alpha beta gamma delta")
         for terms in (["alpha", "beta"], ["gamma", "delta"], ["alpha", "delta"]):
-            assert store.term_doc_freq(terms)[0] == dict.fromkeys(terms, 1)
-            assert len(store._vocab_kept[1]) <= 3
+            assert store.capabilities.lexical.term_doc_freq(terms)[0] == dict.fromkeys(terms, 1)
+            assert len(store.lexical._vocab_kept[1]) <= 3
 
 
 def _with_ceilings(db: sqlite3.Connection) -> Callable[[Sequence[str]], dict[str, TermCounts]]:

@@ -82,8 +82,8 @@ def test_purge_drops_the_links(tmp_path: Path) -> None:
         mem.purge(gone)
         store = mem.store
         assert isinstance(store, SQLiteStore)
-        rid = store.rowid_of(gone)
-        assert not store._db.execute("SELECT 1 FROM record_links WHERE rid=?", (rid,)).fetchall()
+        rid = store.capabilities.vectors.rowid_of(gone)
+        assert not store.conn.db.execute("SELECT 1 FROM record_links WHERE rid=?", (rid,)).fetchall()
         assert gone not in _ids(mem, RecordFilter(sessions=(S1,), lifecycles=None))
 
 
@@ -103,7 +103,7 @@ def test_an_existing_store_is_backfilled(tmp_path: Path, how: str) -> None:
         store = mem.store
         assert isinstance(store, SQLiteStore)
         expected = sorted(
-            (store.rowid_of(s.knowledge_id), kind, ref)
+            (store.capabilities.vectors.rowid_of(s.knowledge_id), kind, ref)
             for s in store.query(RecordFilter(lifecycles=None), limit=10_000)
             if s.record is not None
             for kind, ref in links_of(s.record)

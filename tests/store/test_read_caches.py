@@ -1,4 +1,4 @@
-"""The read-by-id caches (``SQLiteStore._row_by_id``, ``access_count_since``) never serve
+"""The read-by-id caches (``RecordReads._row_by_id``, ``access_count_since``) never serve
 what a commit changed: this connection's own writes, another connection's (another
 process is the same to SQLite), and uncommitted writes inside our own transaction."""
 
@@ -24,10 +24,10 @@ def pair(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[tuple[Memor
     that header cannot be read) through ``PRAGMA data_version``."""
     a = Memory(tmp_path / "m.db", embedder="hashing")
     b = Memory(tmp_path / "m.db", embedder="hashing")
-    assert a.store._wal_watch is not None  # a WAL store of this process: the header reads
+    assert a.store.conn.wal_watch is not None  # a WAL store of this process: the header reads
     if request.param == "pragma":
-        a.store._wal_watch.close()
-        a.store._wal_watch = None
+        a.store.conn.wal_watch.close()
+        a.store.conn.wal_watch = None
     yield a, b
     b.close()
     a.close()
@@ -44,7 +44,7 @@ def test_a_row_read_again_comes_from_the_cache_and_equals_the_table(
     a, _ = pair
     kid = a.remember("the build uses ninja", scope="p").knowledge_id
     first = a.store.get(kid)
-    assert kid in a.store._hot_rows  # the cache under test
+    assert kid in a.store._reads._hot_rows  # the cache under test
     again = a.store.get(kid)
     assert first is not None and again is not None
     assert again.record == first.record and again.state == first.state
@@ -102,19 +102,19 @@ def test_window_counts_follow_own_flushes_and_other_connections_at_once(
     a, b = pair
     kid = a.remember("read me often", scope="p").knowledge_id
     a.read([kid])
-    assert a.store.access_count_since(kid, 0.0) == 1
-    assert a.store._stored_counts  # the stored window is remembered
-    a.store.flush_access()  # buffered -> stored: the remembered stored count is dropped
-    assert a.store.access_count_since(kid, 0.0) == 1
+    assert a.store.capabilities.access.access_count_since(kid, 0.0) == 1
+    assert a.store.access._stored_counts  # the stored window is remembered
+    a.store.capabilities.access.flush_access()  # buffered -> stored: the remembered stored count is dropped
+    assert a.store.capabilities.access.access_count_since(kid, 0.0) == 1
     a.read([kid])
-    assert a.store.access_count_since(kid, 0.0) == 2
+    assert a.store.capabilities.access.access_count_since(kid, 0.0) == 2
     # Another process's counts: its flush is a commit, seen by the next read.
     b.read([kid])
-    b.store.flush_access()
-    assert a.store.access_count_since(kid, 0.0) == 3
+    b.store.capabilities.access.flush_access()
+    assert a.store.capabilities.access.access_count_since(kid, 0.0) == 3
     b.read([kid])
-    b.store.flush_access()
-    assert a.store.access_count_since(kid, 0.0) == 4
+    b.store.capabilities.access.flush_access()
+    assert a.store.capabilities.access.access_count_since(kid, 0.0) == 4
 
 
 def test_the_wal_index_header_moves_with_every_commit_of_any_connection(tmp_path: Path) -> None:

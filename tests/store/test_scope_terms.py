@@ -32,7 +32,7 @@ def recount(s: Store, scope: str, terms: list[str]) -> TermStats:
     """The statistics from scratch: every active record of ``scope`` or '*', read back."""
     flt = RecordFilter(scopes=(scope,), include_expired=True)
     ids = [r.knowledge_id for r in s.query(flt, limit=10_000)]
-    texts = s.lexical_texts(ids)
+    texts = s.capabilities.lexical.lexical_texts(ids)
     # A record under both ``scope`` and '*' counts twice, as the stored sums count it.
     weight = {
         r.knowledge_id: len({scope, "*"} & set(r.record.meta.project_scope))
@@ -67,14 +67,14 @@ def test_writes_count_terms_per_scope(open_store: Open) -> None:
     put(s, "beta", scope="project:b")
     put(s, "omega", scope="*")  # global: in every scope's view
     put(s, "gamma", lifecycle=Lifecycle.DRAFT)  # not active: not searched, not counted
-    got = s.scope_term_stats(["project:a"], VOCAB)
+    got = s.capabilities.lexical.scope_term_stats(["project:a"], VOCAB)
     assert got == TermStats({"alpha": 2, "beta": 1, "gamma": 1, "delta": 1, "omega": 1}, 3, 8)
     assert got.avg_len == pytest.approx(8 / 3)
-    assert s.scope_term_stats(["project:b"], VOCAB) == TermStats({"beta": 1, "omega": 1}, 2, 2)
-    both = s.scope_term_stats(["project:a", "project:b"], ["beta", "zzz"])
+    assert s.capabilities.lexical.scope_term_stats(["project:b"], VOCAB) == TermStats({"beta": 1, "omega": 1}, 2, 2)
+    both = s.capabilities.lexical.scope_term_stats(["project:a", "project:b"], ["beta", "zzz"])
     assert both == TermStats({"beta": 2}, 4, 9)
-    assert s.scope_term_stats(["nowhere"], ["alpha", "omega"]) == TermStats({"omega": 1}, 1, 1)
-    assert s.scope_term_stats(["project:a"], []) == TermStats({}, 3, 8)
+    assert s.capabilities.lexical.scope_term_stats(["nowhere"], ["alpha", "omega"]) == TermStats({"omega": 1}, 1, 1)
+    assert s.capabilities.lexical.scope_term_stats(["project:a"], []) == TermStats({}, 3, 8)
 
 
 def test_identical_rewrite_and_text_less_records_count_nothing(open_store: Open) -> None:
@@ -83,19 +83,19 @@ def test_identical_rewrite_and_text_less_records_count_nothing(open_store: Open)
     s.put(r, hlc=1, index_text="alpha")
     s.put(r, hlc=2, index_text="alpha")  # idempotent: already stored
     s.put(rec("no lexical text"), hlc=3)
-    assert s.scope_term_stats(["project:x"], ["alpha"]) == TermStats({"alpha": 1}, 1, 1)
+    assert s.capabilities.lexical.scope_term_stats(["project:x"], ["alpha"]) == TermStats({"alpha": 1}, 1, 1)
 
 
 def test_one_record_in_two_scopes_counts_in_each(open_store: Open) -> None:
     s = open_store()
     shared = compose_record("alpha", scope=["project:a", "project:b"], created_at=1_700_000_000)
     s.put_many([PutItem(shared, 1, index_text="alpha"), PutItem(rec("beta"), 2, index_text="beta")])
-    assert s.scope_term_stats(["project:a"], ["alpha"]) == TermStats({"alpha": 1}, 1, 1)
-    assert s.scope_term_stats(["project:b"], ["alpha"]) == TermStats({"alpha": 1}, 1, 1)
+    assert s.capabilities.lexical.scope_term_stats(["project:a"], ["alpha"]) == TermStats({"alpha": 1}, 1, 1)
+    assert s.capabilities.lexical.scope_term_stats(["project:b"], ["alpha"]) == TermStats({"alpha": 1}, 1, 1)
     # Asked for both, it is counted in each (documented: a slight overcount of the union).
-    assert s.scope_term_stats(["project:a", "project:b"], ["alpha"]).doc_freq == {"alpha": 2}
+    assert s.capabilities.lexical.scope_term_stats(["project:a", "project:b"], ["alpha"]).doc_freq == {"alpha": 2}
     s.set_state(shared.knowledge_id, ChangeOp.INVALIDATE, hlc=3, lifecycle=Lifecycle.INVALIDATED)
-    assert s.scope_term_stats(["project:a", "project:b"], ["alpha"]) == TermStats({}, 0, 0)
+    assert s.capabilities.lexical.scope_term_stats(["project:a", "project:b"], ["alpha"]) == TermStats({}, 0, 0)
 
 
 @pytest.mark.parametrize(
@@ -113,12 +113,12 @@ def test_leaving_the_active_set_uncounts_and_returning_recounts(
     keep = put(s, "alpha beta", hlc=1)
     gone = put(s, "alpha gamma", context="gamma", hlc=2)
     s.set_state(gone, op, hlc=3, lifecycle=lifecycle, reason="r")
-    assert s.scope_term_stats(["project:a"], VOCAB) == TermStats({"alpha": 1, "beta": 1}, 1, 2)
+    assert s.capabilities.lexical.scope_term_stats(["project:a"], VOCAB) == TermStats({"alpha": 1, "beta": 1}, 1, 2)
     s.set_state(gone, op, hlc=4, lifecycle=lifecycle, reason="again")  # no second uncount
-    assert s.scope_term_stats(["project:a"], VOCAB).docs == 1
+    assert s.capabilities.lexical.scope_term_stats(["project:a"], VOCAB).docs == 1
     s.set_state(gone, ChangeOp.PUT, hlc=5, lifecycle=Lifecycle.ACTIVE)
     want = TermStats({"alpha": 2, "beta": 1, "gamma": 1}, 2, 5)
-    assert s.scope_term_stats(["project:a"], VOCAB) == want
+    assert s.capabilities.lexical.scope_term_stats(["project:a"], VOCAB) == want
     assert keep
 
 
@@ -132,9 +132,9 @@ def test_purge_uncounts_once(open_store: Open) -> None:
     s.purge(superseded, hlc=6)  # already out of the counts
     s.purge(superseded, hlc=7)  # a tombstone purged again
     assert s.put_tombstone(put(s, "delta", hlc=8), hlc=9)
-    assert s.scope_term_stats(["project:a"], VOCAB) == TermStats({"alpha": 1}, 1, 1)
+    assert s.capabilities.lexical.scope_term_stats(["project:a"], VOCAB) == TermStats({"alpha": 1}, 1, 1)
     s.purge(s.query(RecordFilter(), limit=1)[0].knowledge_id, hlc=10)
-    empty = s.scope_term_stats(["project:a"], VOCAB)
+    empty = s.capabilities.lexical.scope_term_stats(["project:a"], VOCAB)
     assert empty == TermStats({}, 0, 0) and empty.avg_len == 0.0
 
 
@@ -150,7 +150,7 @@ def test_a_failed_write_leaves_the_counts_alone(open_store: Open) -> None:
     with pytest.raises(RuntimeError), s.atomic():
         s.set_state(r.knowledge_id, ChangeOp.INVALIDATE, hlc=4, lifecycle=Lifecycle.INVALIDATED)
         raise RuntimeError("abort")
-    assert s.scope_term_stats(["project:x"], ["alpha", "beta"]) == TermStats({"alpha": 1}, 1, 1)
+    assert s.capabilities.lexical.scope_term_stats(["project:x"], ["alpha", "beta"]) == TermStats({"alpha": 1}, 1, 1)
 
 
 _OPS = st.lists(
@@ -193,10 +193,10 @@ def test_counts_equal_a_recount_after_any_history(
             }[op]
             s.set_state(kid, ChangeOp.INVALIDATE, hlc=hlc, lifecycle=lifecycle)
     for scope in ("project:a", "project:b"):
-        assert s.scope_term_stats([scope], VOCAB) == recount(s, scope, VOCAB)
+        assert s.capabilities.lexical.scope_term_stats([scope], VOCAB) == recount(s, scope, VOCAB)
     for found in s.query(RecordFilter(lifecycles=None), limit=10_000):
         s.purge(found.knowledge_id, hlc=10_000)
-    assert s.scope_term_stats(["project:a", "project:b"], VOCAB) == TermStats({}, 0, 0)
+    assert s.capabilities.lexical.scope_term_stats(["project:a", "project:b"], VOCAB) == TermStats({}, 0, 0)
 
 
 def _at_version_5(path: Path) -> None:
@@ -222,11 +222,11 @@ def test_migration_6_backfills_an_existing_store(tmp_path: Path) -> None:
     s.set_state(records[0].knowledge_id, ChangeOp.INVALIDATE, hlc=50,
                 lifecycle=Lifecycle.INVALIDATED)
     s.purge(records[1].knowledge_id, hlc=51)
-    want = s.scope_term_stats(["project:x"], [*VOCAB, "ctx", "note"])
+    want = s.capabilities.lexical.scope_term_stats(["project:x"], [*VOCAB, "ctx", "note"])
     s.close()
     _at_version_5(tmp_path / "m.db")
     s = SQLiteStore(tmp_path / "m.db", keyring)
-    assert s.scope_term_stats(["project:x"], [*VOCAB, "ctx", "note"]) == want
+    assert s.capabilities.lexical.scope_term_stats(["project:x"], [*VOCAB, "ctx", "note"]) == want
     assert want == recount(s, "project:x", [*VOCAB, "ctx", "note"]) and want.docs == 10
     s.close()
 
@@ -254,7 +254,7 @@ def test_an_interrupted_backfill_leaves_version_5(
     db.close()
     monkeypatch.undo()
     s = SQLiteStore(tmp_path / "m.db", keyring)
-    assert s.scope_term_stats(["project:x"], ["alpha"]) == TermStats({"alpha": 1}, 1, 1)
+    assert s.capabilities.lexical.scope_term_stats(["project:x"], ["alpha"]) == TermStats({"alpha": 1}, 1, 1)
     s.close()
 
 

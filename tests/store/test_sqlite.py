@@ -39,7 +39,7 @@ def test_each_migration_upgrades_a_store_left_at_the_previous_version(
     assert raw(tmp_path).execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
     r = rec("after migration")
     s.put(r, hlc=1)
-    s.touch([r.knowledge_id], 1e9)  # access_daily exists (migration 2)
+    s.capabilities.access.touch([r.knowledge_id], 1e9)  # access_daily exists (migration 2)
     assert s.stats().schema_version == SCHEMA_VERSION
     s.close()
 

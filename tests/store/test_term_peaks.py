@@ -44,7 +44,7 @@ def _fts_truth(db: sqlite3.Connection) -> dict[str, tuple[int, int]]:
 
 
 def _assert_bounds(store: SQLiteStore) -> None:
-    db = store._db
+    db = store.conn.db
     truth = _fts_truth(db)
     ceilings = termpeaks.read(db, list(truth))
     for term, (own, ctx) in truth.items():
@@ -59,10 +59,10 @@ def test_ceilings_bound_every_row_fts5_counts(tmp_path: Path) -> None:
         store = mem.store
         assert isinstance(store, SQLiteStore)
         _assert_bounds(store)
-        ceilings = termpeaks.read(store._db, ["kafka", "rate", "redis", "absent"])
-        slack = termpeaks.read(store._db, [termpeaks.SLACK])  # never asked as a term
+        ceilings = termpeaks.read(store.conn.db, ["kafka", "rate", "redis", "absent"])
+        slack = termpeaks.read(store.conn.db, [termpeaks.SLACK])  # never asked as a term
         assert "absent" not in ceilings and slack == {}
-        rows = store._db.execute("SELECT term, own, ctx FROM term_peaks")
+        rows = store.conn.db.execute("SELECT term, own, ctx FROM term_peaks")
         raw = {t: (o, c) for t, o, c in rows}
         assert raw["kafka"][0] == 3 and raw["rate"][0] == 2
         assert raw[termpeaks.SLACK][0] > 0  # the CJK and other non-ASCII text
@@ -85,7 +85,7 @@ def test_ceilings_bound_fts5_for_any_text(tmp_path: Path, texts: list[str]) -> N
         assert isinstance(store, SQLiteStore)
         _assert_bounds(store)
         if mem.store.count(RecordFilter()):  # something was stored: its ceilings are known
-            assert termpeaks.read(store._db, ["kafka"])["kafka"][0] >= 3
+            assert termpeaks.read(store.conn.db, ["kafka"])["kafka"][0] >= 3
 
 
 def test_a_purged_record_leaves_no_term_behind(tmp_path: Path) -> None:
@@ -96,15 +96,15 @@ def test_a_purged_record_leaves_no_term_behind(tmp_path: Path) -> None:
         assert isinstance(store, SQLiteStore)
 
         def terms() -> set[str]:
-            return {t for (t,) in store._db.execute("SELECT term FROM term_peaks")}
+            return {t for (t,) in store.conn.db.execute("SELECT term FROM term_peaks")}
 
         assert {"zanzibarcode", "kafka", "vault"} <= terms()
         mem.purge(secret.knowledge_id, "erasure request")
         assert "zanzibarcode" not in terms() and "vault" not in terms()
-        assert termpeaks.read(store._db, ["kafka"])["kafka"][0] >= 1  # still a bound
+        assert termpeaks.read(store.conn.db, ["kafka"])["kafka"][0] >= 1  # still a bound
         _assert_bounds(store)
         mem.remember("vault vault vault vault")  # starts afresh: exact, no row held it
-        assert termpeaks.read(store._db, ["vault"])["vault"][0] >= 4
+        assert termpeaks.read(store.conn.db, ["vault"])["vault"][0] >= 4
 
 
 def test_migration_7_backfills_an_existing_store(tmp_path: Path) -> None:
@@ -121,6 +121,6 @@ def test_migration_7_backfills_an_existing_store(tmp_path: Path) -> None:
     with Memory(path, embedder=None) as mem:
         store = mem.store
         assert isinstance(store, SQLiteStore)
-        assert sorted(store._db.execute("SELECT term, own, ctx FROM term_peaks")) == want
+        assert sorted(store.conn.db.execute("SELECT term, own, ctx FROM term_peaks")) == want
         assert ("kafka", 3, 2) in want
         _assert_bounds(store)

@@ -223,7 +223,7 @@ def test_a_deleted_witness_refuses_the_open_until_rewitnessed(tmp_path: Path) ->
     path = tmp_path / "home" / "memory.db"
     with _open(path) as mem:
         mem.remember("first", scope="team:x")
-        places = mem.store.witness_places()
+        places = mem.store.log.witness_places()
     for place in places:
         for f in place.glob(f"{mem.store.store_id}.*"):
             f.unlink()

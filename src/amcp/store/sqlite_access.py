@@ -1,21 +1,21 @@
-"""The SQLiteStore's access statistics: counts buffered in memory and written in batches.
+"""The SQLiteStore's access statistics (the ``AccessLog`` capability): counts buffered in
+memory and written in batches, in the change log's transactions.
 
-A mixin so the adapter file stays readable; it shares the store's connection, lock and
-transactions. Every read of the store builds its ``RecordState`` through ``_state``, so the
+Every read of the store builds its ``RecordState`` through ``SQLiteAccess.state``, so the
 buffered counts are visible to this process at once.
 """
 
 from __future__ import annotations
 
 import logging
-import sqlite3
 import threading
 import time
-from collections.abc import Sequence
-from contextlib import AbstractContextManager
+from collections.abc import Container, Sequence
 
 from amcp.amf.types import Lifecycle
 from amcp.store.base import RecordState
+from amcp.store.sqlite_changes import ChangeLog
+from amcp.store.sqlite_conn import SQLiteConn
 
 _DAY = 86_400
 # Lifecycle(value) runs Enum's Python-level lookup; every row read builds one.
@@ -34,7 +34,7 @@ log = logging.getLogger(__name__)
 
 
 class _PendingAccess:
-    """Access counts of one record not yet written (see ``AccessStats.touch``)."""
+    """Access counts of one record not yet written (see ``SQLiteAccess.touch``)."""
 
     __slots__ = ("count", "days", "last")
 
@@ -50,24 +50,19 @@ class _PendingAccess:
             self.days[day] = self.days.get(day, 0) + n
 
 
-class AccessStats:
-    _db: sqlite3.Connection
-    _lock: threading.RLock
-    _pending_access: dict[str, _PendingAccess]
-    _pending_since: float
-    # (knowledge_id, first day) -> stored count; emptied by ``_caches_current``
-    _stored_counts: dict[tuple[str, int], int]
+class SQLiteAccess:
+    """Access counts: buffered per record, flushed in one transaction, added to every
+    state a read builds (``state``)."""
 
-    def atomic(self) -> AbstractContextManager[None]:  # provided by SQLiteStore
-        raise NotImplementedError
-
-    def _caches_current(self) -> bool:  # provided by SQLiteStore
-        raise NotImplementedError
-
-    def _init_access(self) -> None:
-        self._pending_access = {}
+    def __init__(self, conn: SQLiteConn, changes: ChangeLog) -> None:
+        self._conn = conn
+        self._lock = conn.lock
+        self._changes = changes
+        self._pending_access: dict[str, _PendingAccess] = {}
         self._pending_since = 0.0
-        self._stored_counts = {}
+        # (knowledge_id, first day) -> stored count, valid at ``_counts_at`` (conn.fresh)
+        self._stored_counts: dict[tuple[str, int], int] = {}
+        self._counts_at = 0
         self._flusher: threading.Thread | None = None
         self._flusher_wake = threading.Event()
         self._flusher_stop = threading.Event()
@@ -98,7 +93,7 @@ class AccessStats:
                 # puts them back) and the next due touch wakes this thread again.
                 log.debug("background access flush failed", exc_info=True)
 
-    def _stop_flusher(self) -> None:
+    def stop_flusher(self) -> None:
         """Stop the background flusher (before the connection closes); idempotent."""
         flusher = self._flusher
         if flusher is None:
@@ -108,7 +103,7 @@ class AccessStats:
         flusher.join(timeout=30)
         self._flusher = None
 
-    def _drop_access(self, knowledge_id: str) -> None:
+    def drop(self, knowledge_id: str) -> None:
         """Forget a purged record's buffered counts (nothing may be written for it)."""
         self._pending_access.pop(knowledge_id, None)
 
@@ -116,7 +111,7 @@ class AccessStats:
         """Count an access. Counts are buffered and written in one transaction per
         ``_ACCESS_FLUSH_S`` / ``_ACCESS_FLUSH_N`` (and on close): a write transaction per read
         was three quarters of a node's MEMORY_READ cost. Every read of this store sees the
-        buffered counts (``_state``); other processes see them at most a second late, and a
+        buffered counts (``state``); other processes see them at most a second late, and a
         crash loses at most that second of access statistics, which are advisory."""
         if not knowledge_ids:
             return
@@ -148,13 +143,14 @@ class AccessStats:
                 return
             self._pending_access, self._pending_since = {}, 0.0
             try:
-                with self.atomic():
-                    self._db.executemany(
+                with self._changes.atomic():
+                    db = self._conn.db
+                    db.executemany(
                         "UPDATE records SET access_count=access_count+?, last_access=? "
                         "WHERE knowledge_id=?",
                         [(e.count, e.last, kid) for kid, e in pending.items()],
                     )
-                    self._db.executemany(
+                    db.executemany(
                         "INSERT INTO access_daily(rid, day, count) "
                         "SELECT rowid, ?, ? FROM records WHERE knowledge_id=? "
                         "AND lifecycle != 'purged' "
@@ -170,7 +166,11 @@ class AccessStats:
                 self._pending_since = self._pending_since or time.monotonic()
                 raise
 
-    def _state(
+    def pending(self) -> Container[str]:
+        """The records with counts still buffered (their states are built afresh)."""
+        return self._pending_access
+
+    def state(
         self,
         kid: str,
         lifecycle: str,
@@ -198,16 +198,19 @@ class AccessStats:
         since_day = int(since // _DAY)
         key = (knowledge_id, since_day)
         with self._lock:
-            cached = self._caches_current()
-            stored = self._stored_counts.get(key) if cached else None
+            epoch = self._conn.fresh()
+            if epoch is not None and epoch != self._counts_at:
+                self._stored_counts.clear()  # something was committed since they were read
+                self._counts_at = epoch
+            stored = self._stored_counts.get(key) if epoch is not None else None
             if stored is None:
-                row = self._db.execute(
+                row = self._conn.db.execute(
                     "SELECT COALESCE(SUM(a.count),0) FROM access_daily a JOIN records r "
                     "ON r.rowid=a.rid WHERE r.knowledge_id=? AND a.day>=?",
                     key,
                 ).fetchone()
                 stored = int(row[0])
-                if cached:
+                if epoch is not None:
                     if len(self._stored_counts) >= _COUNT_CACHE_MAX:
                         self._stored_counts.clear()
                     self._stored_counts[key] = stored

@@ -5,7 +5,7 @@ afford all of them. They catch what the set digest of seals cannot see without r
 every row: a state column edited to *hide* a live record (its lifecycle, its expiry — the
 stored seal is unchanged, so the sum of seals is too), and index rows added or deleted
 behind the node's back (a record left out of every scoped search). Writers keep the counts
-by deltas in the transaction that changes them (``ChangeLog._count``).
+by deltas in the transaction that changes them (``ChangeLog.count``).
 """
 
 from __future__ import annotations

@@ -17,7 +17,8 @@ from amcp.store.sqlite_rows import KID, ROW_COLS, ROWID
 
 if TYPE_CHECKING:
     from amcp.amf.record import AMFRecord
-    from amcp.store.sqlite import SQLiteStore
+    from amcp.store.sqlite_changes import ChangeLog
+    from amcp.store.sqlite_verified import Verifier
 
 log = logging.getLogger(__name__)
 
@@ -37,7 +38,7 @@ def link_rows(rowid: int, record: AMFRecord) -> list[tuple[int, str, str]]:
     return [(rowid, kind, ref) for kind, ref in links_of(record)]
 
 
-def backfill(store: SQLiteStore, migrated_from: int) -> None:
+def backfill(changes: ChangeLog, verifier: Verifier, migrated_from: int) -> None:
     """Fill the indexes a migration just added, if the store had records before it; call
     locked, right after ``schema.migrate`` (which returned ``migrated_from``).
 
@@ -45,20 +46,20 @@ def backfill(store: SQLiteStore, migrated_from: int) -> None:
     the node's key). Migration 8 also writes a marker row in its own transaction, deleted
     here in the backfill's, so a crash in between runs the backfill again on the next open.
     """
-    db = store._db
+    db = changes.conn.db
     events = bool(migrated_from) and migrated_from < _EVENTS_MIGRATION <= SCHEMA_VERSION
     links = db.execute(
         "SELECT 1 FROM store_meta WHERE key=?", (LINKS_PENDING,)
     ).fetchone() is not None
     if not (events or links):
         return
-    with store.atomic():  # read inside it too: no purge may slip in between
+    with changes.atomic():  # read inside it too: no purge may slip in between
         rows = db.execute(f"SELECT {ROW_COLS} FROM records r WHERE r.body IS NOT NULL").fetchall()
         for row in rows:
-            # A row that fails verification is quarantined by _decode (and reported by
+            # A row that fails verification is quarantined by Verifier.decode (and reported by
             # verify); it must not make the whole store unopenable here. Nothing can find it
             # through these indexes, as nothing finds it by scanning either.
-            found = store._decode(row)
+            found = verifier.decode(row)
             if found is None or found.record is None:
                 log.warning("backfill skipped %s: it does not verify", row[KID])
                 continue

@@ -57,3 +57,8 @@ INSERT_SEALED = (
 # Built once: sqlite3 looks statements up by their text, and an f-string per read would
 # build and hash this text again every time.
 GET_BY_ID = f"SELECT {ROW_COLS} FROM records r WHERE r.knowledge_id=?"
+
+
+def in_marks(n: int) -> str:
+    """The placeholders of an ``IN (...)`` list of ``n`` values."""
+    return ",".join("?" * n)

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 import msgpack
 
 from amcp.amf.canonical import canonical_packb
-from amcp.amf.ids import public_key_text, seal, verify_integrity
+from amcp.amf.ids import content_key, public_key_text, seal, verify_integrity
 from amcp.amf.record import AMFRecord
 from amcp.errors import AmcpError, StoreIntegrityError
 from amcp.keyring import Keyring, Witness
@@ -35,7 +35,8 @@ from amcp.store.sqlite_census import census_of
 from amcp.store.sqlite_verify import walk_chain
 
 if TYPE_CHECKING:
-    from amcp.store.sqlite import SQLiteStore
+    from amcp.store.rowseal import Sealer
+    from amcp.store.sqlite_changes import ChangeLog
 
 log = logging.getLogger(__name__)
 
@@ -48,74 +49,76 @@ _COLS = (
 )
 
 
-def backfill_seals(store: SQLiteStore) -> None:
-    """Seal every row while migration 9's marker says so; call locked."""
-    db = store._db
+def backfill_seals(changes: ChangeLog, sealer: Sealer, content_secret: bytes) -> None:
+    """Seal every row while migration 9's marker says so; call locked. ``changes`` is the
+    store's change log (it writes the new head); ``content_secret`` keys the content keys."""
+    db = changes.conn.db
     pending = "SELECT 1 FROM store_meta WHERE key=?"
     if db.execute(pending, (SEALS_PENDING,)).fetchone() is None:
         return
-    with store.atomic():
+    with changes.atomic():
         if db.execute(pending, (SEALS_PENDING,)).fetchone() is None:
             return  # another process did it while we waited for the lock
-        seq, chain = _check_legacy(store)
+        seq, chain = _check_legacy(changes)
         latest = dict(db.execute("SELECT knowledge_id, MAX(seq) FROM changes GROUP BY 1"))
         rows = db.execute(f"SELECT {_COLS} FROM records").fetchall()
-        seals = [_seal_row(store, row, latest) for row in rows]
+        seals = [_seal_row(changes, sealer, content_secret, row, latest) for row in rows]
         counts = tuple(sorted(census_of(db).items()))
         head = Head(seq, chain, len(seals), digest_of(seals), counts)
-        store._store_head(head)
-        store._upsert_meta("witnessed", "1")
-        store._remember_places()
+        changes.store_head(head)
+        changes.conn.upsert_meta("witnessed", "1")
+        changes.remember_places()
         db.execute("DELETE FROM store_meta WHERE key=?", (SEALS_PENDING,))
-        store.keyring.write_witness(store.store_id, Witness(seq, chain), store.witness_places())
-        store._head_delta = (0, 0)
-        store._census_delta = {}
+        changes.keyring.write_witness(
+            changes.store_id, Witness(seq, chain), changes.witness_places()
+        )
+        changes.forget_deltas()
 
 
-def backfill_head_mac(store: SQLiteStore) -> None:
+def backfill_head_mac(changes: ChangeLog) -> None:
     """Migration 10: store the signed head again with its MAC (``headtext``), so the hooks'
     fast reader can check it. Only a head whose signature verifies is re-stored (the same
     fields, MAC added); one that does not is left for the check on open to report. Call
     locked."""
-    db = store._db
+    db = changes.conn.db
     pending = "SELECT 1 FROM store_meta WHERE key=?"
     if db.execute(pending, (HEAD_MAC_PENDING,)).fetchone() is None:
         return
-    with store.atomic():
+    with changes.atomic():
         if db.execute(pending, (HEAD_MAC_PENDING,)).fetchone() is None:
             return
         try:
-            head = store.signed_head()
+            head = changes.signed_head()
         except StoreIntegrityError:
             return
-        if store.get_meta("chain_head") is not None:
-            store._store_head(head)
+        if changes.conn.get_meta("chain_head") is not None:
+            changes.store_head(head)
         db.execute("DELETE FROM store_meta WHERE key=?", (HEAD_MAC_PENDING,))
 
 
-def _check_legacy(store: SQLiteStore) -> tuple[int, str]:
+def _check_legacy(changes: ChangeLog) -> tuple[int, str]:
     """The old checks, whole: chain, old-form signed head, the witness the old layout kept
     beside the keys. Returns the log's last (seq, hash)."""
-    prev, seq, problems = walk_chain(store._db)
-    text = store.get_meta("chain_head")
+    prev, seq, problems = walk_chain(changes.conn.db)
+    text = changes.conn.get_meta("chain_head")
     if not problems and text is not None and seq:
-        public = store.keyring.signing_key.public_key()
-        if store.get_meta("node_key") != public_key_text(public):
+        public = changes.keyring.signing_key.public_key()
+        if changes.conn.get_meta("node_key") != public_key_text(public):
             problems.append("the store was signed by another node key")
         else:
             try:
-                if _signed_end(public, store.store_id, text) != (seq, prev):
+                if _signed_end(public, changes.store_id, text) != (seq, prev):
                     problems.append("the change log does not end at its signed head")
             except ValueError as exc:
                 problems.append(str(exc))
     elif not problems and seq:
         problems.append("the change log has no signed head")
-    old = _old_witness(store.keyring, store.store_id)
+    old = _old_witness(changes.keyring, changes.store_id)
     if not problems and old is not None and old.seq > seq:
         problems.append(f"the store was rolled back: the witness has seen change {old.seq}")
     if problems:
         raise StoreIntegrityError(
-            f"{store.path} cannot be upgraded to sealed rows: " + "; ".join(problems)
+            f"{changes.conn.path} cannot be upgraded to sealed rows: " + "; ".join(problems)
         )
     return seq, prev
 
@@ -141,25 +144,31 @@ def _old_witness(keyring: Keyring, store_id: str) -> Witness | None:
         return None
 
 
-def _seal_row(store: SQLiteStore, row: tuple[Any, ...], latest: dict[str, int]) -> bytes | None:
+def _seal_row(
+    changes: ChangeLog,
+    sealer: Sealer,
+    content_secret: bytes,
+    row: tuple[Any, ...],
+    latest: dict[str, int],
+) -> bytes | None:
     (rowid, kid, ktype, kind, subject, created_at, created_by, lifecycle, hlc, superseded_by,
      reason, expires_at, sensitive, weight, checksum, ckey, stored_at, chain_seq, body) = row
     scopes = envelope = None
     if body is not None:
-        opened = _open_and_upgrade(store, kid, body, bool(sensitive))
+        opened = _open_and_upgrade(changes.keyring, kid, body, bool(sensitive))
         if opened is None:
             return None  # left unsealed: quarantined when read, named by `amcp verify`
         record, body = opened
         scopes = scopes_text(record.meta.project_scope)
         envelope = record.integrity.envelope
-        ckey = store.content_key(record)
+        ckey = content_key(record, content_secret)
     values = (
         kid, ktype, kind, subject, created_at, created_by, scopes, lifecycle, hlc,
         superseded_by, reason, expires_at, sensitive, weight, checksum, envelope, ckey,
         stored_at, latest.get(kid, chain_seq),
     )
-    sealed = store._sealer.seal(rowid, values, body)
-    store._db.execute(
+    sealed = sealer.seal(rowid, values, body)
+    changes.conn.db.execute(
         "UPDATE records SET scopes=?, envelope=?, content_key=?, chain_seq=?, body=?, seal=? "
         "WHERE rowid=?",
         (scopes, envelope, ckey, values[-1], body, sealed, rowid),
@@ -168,12 +177,12 @@ def _seal_row(store: SQLiteStore, row: tuple[Any, ...], latest: dict[str, int]) 
 
 
 def _open_and_upgrade(
-    store: SQLiteStore, kid: str, body: bytes, sensitive: bool
+    keyring: Keyring, kid: str, body: bytes, sensitive: bool
 ) -> tuple[AMFRecord, bytes] | None:
     """The verified record and the body to keep: with an envelope added (and signed) when
     this node created the record."""
     try:
-        raw = store.keyring.open(body, kid.encode()) if sensitive else body
+        raw = keyring.open(body, kid.encode()) if sensitive else body
         record = AMFRecord.from_dict(msgpack.unpackb(raw, raw=False))
         if record.knowledge_id != kid:
             raise AmcpError("the body holds another record")
@@ -181,10 +190,10 @@ def _open_and_upgrade(
     except (ValueError, AmcpError, msgpack.UnpackException) as exc:
         log.warning("migration 9: %s left unsealed: %s", kid, exc)
         return None
-    own = public_key_text(store.keyring.signing_key.public_key())
+    own = public_key_text(keyring.signing_key.public_key())
     if record.integrity.envelope is None and record.integrity.public_key == own:
-        record = seal(record, store.keyring.signing_key)
+        record = seal(record, keyring.signing_key)
         body = canonical_packb(record.to_dict())
         if sensitive:
-            body = store.keyring.seal(body, kid.encode())
+            body = keyring.seal(body, kid.encode())
     return record, body

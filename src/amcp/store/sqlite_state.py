@@ -1,4 +1,4 @@
-"""The SQLiteStore's state changes: lifecycle, purge, tombstones, weights (a mixin).
+"""The SQLiteStore's state changes: lifecycle, purge, tombstones, weights.
 
 Each one reads the record's row *verified* (its seal), appends its change to the log,
 rewrites the row's sealed columns with a new seal and moves the signed head's set digest by
@@ -9,53 +9,37 @@ a column nothing checks.
 
 from __future__ import annotations
 
-import sqlite3
-import threading
 import time
 from typing import Any
 
 from amcp.amf.types import Lifecycle
-from amcp.errors import GoneError, NotFoundError, StoreIntegrityError
 from amcp.store import sqlite_census as census
 from amcp.store import sqlite_rows as col
 from amcp.store import termpeaks, termstats
 from amcp.store.base import ChangeOp
-from amcp.store.rowseal import Sealer
+from amcp.store.sqlite_access import SQLiteAccess
+from amcp.store.sqlite_changes import ChangeLog
+from amcp.store.sqlite_conn import SQLiteConn
 from amcp.store.sqlite_rows import GET_BY_ID, INSERT_SEALED, UPDATE_SEALED
+from amcp.store.sqlite_verified import Verifier
 
 
 class StateChanges:
-    _db: sqlite3.Connection
-    _lock: threading.RLock
-    _sealer: Sealer
-    _quarantine: dict[str, str]
-    # Provided by SQLiteStore, ChangeLog and AccessStats.
-    atomic: Any
-    _verified: Any
-    _append_change: Any
-    _resealed: Any
-    _drop_access: Any
-    _count: Any
+    """Lifecycle changes, purges, tombstones and weights, each one logged transaction."""
 
-    def _live_row(self, knowledge_id: str, *, allow_purged: bool = False) -> Any:
-        """The verified row of ``knowledge_id`` for a state change (call in a transaction)."""
-        row = self._db.execute(GET_BY_ID, (knowledge_id,)).fetchone()
-        if row is None:
-            raise NotFoundError(f"no record {knowledge_id}")
-        if not self._verified(row):
-            raise StoreIntegrityError(
-                f"stored record {knowledge_id} failed verification and is quarantined: "
-                f"{self._quarantine.get(knowledge_id, '')}; run `amcp verify`"
-            )
-        if row[col.LIFECYCLE] == Lifecycle.PURGED and not allow_purged:
-            raise GoneError(f"{knowledge_id} was purged")
-        return row
+    def __init__(
+        self, conn: SQLiteConn, changes: ChangeLog, verifier: Verifier, access: SQLiteAccess
+    ) -> None:
+        self._db = conn.db
+        self._changes = changes
+        self._verifier = verifier
+        self._access = access
 
     def _rewrite(self, row: Any, values: list[Any], body: bytes | None) -> None:
         """Write a row's new sealed columns and body with their new seal."""
-        seal = self._sealer.seal(row[col.ROWID], values, body)
+        seal = self._verifier.sealer.seal(row[col.ROWID], values, body)
         self._db.execute(UPDATE_SEALED, (*values[1:], body, seal, row[col.ROWID]))
-        self._resealed(row[col.SEAL], seal)
+        self._changes.resealed(row[col.SEAL], seal)
 
     def set_state(
         self,
@@ -67,8 +51,8 @@ class StateChanges:
         reason: str | None = None,
         superseded_by: str | None = None,
     ) -> None:
-        with self.atomic():
-            row = self._live_row(knowledge_id)
+        with self._changes.atomic():
+            row = self._verifier.live_row(knowledge_id)
             rowid = row[col.ROWID]
             active = lifecycle is Lifecycle.ACTIVE
             if (row[col.LIFECYCLE] == Lifecycle.ACTIVE) != active:
@@ -79,9 +63,9 @@ class StateChanges:
                 "reason": reason,
                 "superseded_by": superseded_by,
             }
-            seq = self._append_change(op, knowledge_id, hlc, details)
-            self._count(census.LIFECYCLE + str(row[col.LIFECYCLE]), -1)
-            self._count(census.LIFECYCLE + lifecycle.value)
+            seq = self._changes.append(op, knowledge_id, hlc, details)
+            self._changes.count(census.LIFECYCLE + str(row[col.LIFECYCLE]), -1)
+            self._changes.count(census.LIFECYCLE + lifecycle.value)
             values = list(row[col.FACTS])
             values[col.LIFECYCLE - 1] = lifecycle.value
             values[col.HLC - 1] = hlc
@@ -96,14 +80,14 @@ class StateChanges:
         """Record that ``knowledge_id`` was purged elsewhere, so it can never arrive later.
 
         Returns False when the id is already a tombstone here."""
-        with self.atomic():
+        with self._changes.atomic():
             row = self._db.execute(GET_BY_ID, (knowledge_id,)).fetchone()
             if row is not None:
-                if row[col.LIFECYCLE] == Lifecycle.PURGED and self._verified(row):
+                if row[col.LIFECYCLE] == Lifecycle.PURGED and self._verifier.verified(row):
                     return False
                 self.purge(knowledge_id, hlc=hlc, reason=reason)
                 return True
-            seq = self._append_change(ChangeOp.PURGE, knowledge_id, hlc, {"reason": reason})
+            seq = self._changes.append(ChangeOp.PURGE, knowledge_id, hlc, {"reason": reason})
             values = (
                 knowledge_id, "KT-FACT", None, None, None, None, None, Lifecycle.PURGED.value,
                 hlc, None, reason, None, 0, 0.5, None, None, None, time.time(), seq,
@@ -111,21 +95,21 @@ class StateChanges:
             # The row id is chosen here (as put_many does): the seal covers it.
             top = self._db.execute("SELECT COALESCE(MAX(rowid), 0) FROM records").fetchone()
             rowid = int(top[0]) + 1
-            seal = self._sealer.seal(rowid, values, None)
+            seal = self._verifier.sealer.seal(rowid, values, None)
             self._db.execute(INSERT_SEALED, (rowid, *values, None, seal))
-            self._resealed(None, seal, rows=1)
-            self._count(census.LIFECYCLE + Lifecycle.PURGED.value)
+            self._changes.resealed(None, seal, rows=1)
+            self._changes.count(census.LIFECYCLE + Lifecycle.PURGED.value)
         return True
 
     def purge(self, knowledge_id: str, *, hlc: int, reason: str | None = None) -> None:
-        with self.atomic():
-            row = self._live_row(knowledge_id, allow_purged=True)
+        with self._changes.atomic():
+            row = self._verifier.live_row(knowledge_id, allow_purged=True)
             rowid = row[col.ROWID]
             if row[col.LIFECYCLE] == Lifecycle.ACTIVE:
                 termstats.count_rows(self._db, [rowid], -1)  # before its FTS row goes
-            seq = self._append_change(ChangeOp.PURGE, knowledge_id, hlc, {"reason": reason})
-            self._count(census.LIFECYCLE + str(row[col.LIFECYCLE]), -1)
-            self._count(census.LIFECYCLE + Lifecycle.PURGED.value)
+            seq = self._changes.append(ChangeOp.PURGE, knowledge_id, hlc, {"reason": reason})
+            self._changes.count(census.LIFECYCLE + str(row[col.LIFECYCLE]), -1)
+            self._changes.count(census.LIFECYCLE + Lifecycle.PURGED.value)
             values = list(row[col.FACTS])
             for at, value in (
                 (col.LIFECYCLE, Lifecycle.PURGED.value), (col.HLC, hlc), (col.REASON, reason),
@@ -135,7 +119,7 @@ class StateChanges:
                 values[at - 1] = value
             self._rewrite(row, values, None)
             self._drop_derived(rowid)
-            self._drop_access(knowledge_id)
+            self._access.drop(knowledge_id)
 
     def _drop_derived(self, rowid: int) -> None:
         """Delete a purged record's index rows (lexical, vector, tags, events, links,
@@ -146,21 +130,21 @@ class StateChanges:
         self._db.execute("DELETE FROM records_fts WHERE rowid=?", (rowid,))
         if fts is not None:
             termpeaks.forget_gone(self._db, *fts)
-            self._count(census.LEXICAL, -1)
+            self._changes.count(census.LEXICAL, -1)
         for key, table in ((census.VECTORS, "vectors WHERE rowid"),
                            (census.TAGS, "record_tags WHERE rid"), ("", "record_events WHERE rid"),
                            ("", "record_links WHERE rid"), ("", "access_daily WHERE rid")):
             gone = self._db.execute(f"DELETE FROM {table}=?", (rowid,)).rowcount
             if key:
-                self._count(key, -gone)
+                self._changes.count(key, -gone)
 
     def set_weight(self, knowledge_id: str, weight: float) -> None:
         """A learned weight, logged (``ChangeOp.WEIGHT``) and sealed like any other state."""
-        with self.atomic():
-            row = self._live_row(knowledge_id)
+        with self._changes.atomic():
+            row = self._verifier.live_row(knowledge_id)
             if row[col.WEIGHT] == float(weight):
                 return  # unchanged: nothing to log
-            seq = self._append_change(
+            seq = self._changes.append(
                 ChangeOp.WEIGHT, knowledge_id, row[col.HLC], {"weight": float(weight)}
             )
             values = list(row[col.FACTS])

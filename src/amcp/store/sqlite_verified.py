@@ -1,7 +1,7 @@
-"""The SQLiteStore's verifying read path: seals, bodies, quarantine (a mixin).
+"""The SQLiteStore's verifying read path: seals, bodies, quarantine.
 
-Every row a read serves passes ``_verified`` (not quarantined, its seal checks) and every
-body ``_open_body`` (its id, checksum and envelope recomputed, once per seal: the decoded
+Every row a read serves passes ``verified`` (not quarantined, its seal checks) and every
+body ``open_body`` (its id, checksum and envelope recomputed, once per seal: the decoded
 copy is kept by seal). A row or body that fails is quarantined, never raised: one bad record
 must not make a request fail (``docs/store.md``, "What the node serves").
 """
@@ -9,7 +9,6 @@ must not make a request fail (``docs/store.md``, "What the node serves").
 from __future__ import annotations
 
 import logging
-import threading
 from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any
@@ -18,60 +17,75 @@ import msgpack
 
 from amcp.amf.ids import verify_integrity
 from amcp.amf.record import AMFRecord
-from amcp.errors import AmcpError, IntegrityError
+from amcp.amf.types import Lifecycle
+from amcp.errors import AmcpError, GoneError, IntegrityError, NotFoundError, StoreIntegrityError
 from amcp.keyring import Keyring
 from amcp.store import sqlite_rows as col
-from amcp.store.base import StoredRecord
+from amcp.store.base import RecordState, StoredRecord
 from amcp.store.rowseal import Sealer
+from amcp.store.sqlite_access import SQLiteAccess
+from amcp.store.sqlite_conn import SQLiteConn
+from amcp.store.sqlite_rows import GET_BY_ID
 
 log = logging.getLogger(__name__)
 
 _DECODED_CACHE = 20_000  # decoded records kept; ~2 KB each
 
 
-class VerifiedReads:
-    _lock: threading.RLock
-    _sealer: Sealer
-    _quarantine: dict[str, str]
-    _index_warnings: tuple[str, ...]
-    _decoded: OrderedDict[tuple[str, bytes], AMFRecord]
-    keyring: Keyring
-    _state: Any  # provided by AccessStats
+class Verifier:
+    """Which rows and bodies may be served, the records quarantined, and the decoded
+    records kept by seal."""
+
+    def __init__(
+        self, conn: SQLiteConn, sealer: Sealer, keyring: Keyring, access: SQLiteAccess
+    ) -> None:
+        self._conn = conn
+        self._lock = conn.lock
+        self.sealer = sealer
+        self._keyring = keyring
+        self._access = access
+        self._quarantine: dict[str, str] = {}
+        self._index_warnings: tuple[str, ...] = ()
+        self._decoded: OrderedDict[tuple[str, bytes], AMFRecord] = OrderedDict()
 
     def integrity_warnings(self) -> tuple[str, ...]:
         """Store-level findings that refuse nothing but must be said with every answer
         (index rows that do not add up to the signed census)."""
         return self._index_warnings
 
+    def set_warnings(self, warnings: Sequence[str]) -> None:
+        """What the last integrity check found (``sqlite_verify``)."""
+        self._index_warnings = tuple(warnings)
+
     def quarantined(self) -> dict[str, str]:
         """Records that failed verification, with why: left out of every answer."""
         with self._lock:
             return dict(self._quarantine)
 
-    def _quarantine_add(self, knowledge_id: str, reason: str) -> None:
+    def quarantine_add(self, knowledge_id: str, reason: str) -> None:
         with self._lock:
             if knowledge_id not in self._quarantine:
                 log.warning("quarantined %s: %s", knowledge_id, reason)
                 self._quarantine[knowledge_id] = reason
 
-    def _verified(self, row: Sequence[Any]) -> bool:
+    def verified(self, row: Sequence[Any]) -> bool:
         """Whether a row may be served: not quarantined, and its seal verifies."""
         kid = row[col.KID]
         if kid in self._quarantine:
             return False
-        if self._sealer.check(row[col.ROWID], row[col.FACTS], row[col.BODY], row[col.SEAL]):
+        if self.sealer.check(row[col.ROWID], row[col.FACTS], row[col.BODY], row[col.SEAL]):
             return True
-        self._quarantine_add(kid, "its row does not match its seal (changed outside amcp)")
+        self.quarantine_add(kid, "its row does not match its seal (changed outside amcp)")
         return False
 
-    def _row_state(self, row: Sequence[Any]) -> Any:
-        return self._state(
+    def row_state(self, row: Sequence[Any]) -> RecordState:
+        return self._access.state(
             row[col.KID], row[col.LIFECYCLE], row[col.HLC], row[col.SUPERSEDED_BY], row[col.REASON],
             row[col.EXPIRES_AT], row[col.SENSITIVE], row[col.WEIGHT], row[col.ACCESS_COUNT],
             row[col.LAST_ACCESS], row[col.STORED_AT],
         )
 
-    def _decode(self, row: Sequence[Any], *, full: bool = False) -> StoredRecord | None:
+    def decode(self, row: Sequence[Any], *, full: bool = False) -> StoredRecord | None:
         """Row → StoredRecord, or None (quarantined) for a row whose seal does not verify or
         whose body does not match its id, checksum and envelope.
 
@@ -79,10 +93,10 @@ class VerifiedReads:
         a fresh one; a fresh decode also recomputes id, checksum and envelope from content.
         Reads skip the Ed25519 signature (verified when the record entered the store);
         ``full`` re-checks it."""
-        if not self._verified(row):
+        if not self.verified(row):
             return None
         kid, body = row[col.KID], row[col.BODY]
-        state = self._row_state(row)
+        state = self.row_state(row)
         if body is None:
             return StoredRecord(kid, state, None)
         key = (kid, row[col.SEAL])
@@ -93,15 +107,15 @@ class VerifiedReads:
         if cached is not None:
             return StoredRecord(kid, state, cached)
         try:
-            record = self._open_body(row, signature=full)
+            record = self.open_body(row, signature=full)
         except (ValueError, AmcpError, msgpack.UnpackException) as exc:
-            self._quarantine_add(kid, f"its body does not verify: {exc}")
+            self.quarantine_add(kid, f"its body does not verify: {exc}")
             return None
         if not row[col.SENSITIVE] and not full:
-            self._remember_decoded(kid, row[col.SEAL], record)
+            self.remember_decoded(kid, row[col.SEAL], record)
         return StoredRecord(kid, state, record)
 
-    def _remember_decoded(self, kid: str, seal: bytes, record: AMFRecord) -> None:
+    def remember_decoded(self, kid: str, seal: bytes, record: AMFRecord) -> None:
         """Keep ``record`` as the decode of the row sealed ``seal``. Writers call this with
         the verified record they have just sealed a row for: reading it back (an import's
         verification, a recall right after a write) then skips decoding and re-hashing a
@@ -113,9 +127,9 @@ class VerifiedReads:
             if len(self._decoded) > _DECODED_CACHE:
                 self._decoded.popitem(last=False)
 
-    def _open_body(self, row: Sequence[Any], *, signature: bool) -> AMFRecord:
+    def open_body(self, row: Sequence[Any], *, signature: bool) -> AMFRecord:
         kid, body = row[col.KID], row[col.BODY]
-        raw = self.keyring.open(body, kid.encode()) if row[col.SENSITIVE] else body
+        raw = self._keyring.open(body, kid.encode()) if row[col.SENSITIVE] else body
         record = AMFRecord.from_dict(msgpack.unpackb(raw, raw=False))
         if (
             record.knowledge_id != kid
@@ -126,3 +140,22 @@ class VerifiedReads:
         verify_integrity(record, signature=signature)
         return record
 
+
+    def refuse(self, knowledge_id: str) -> StoreIntegrityError:
+        """The error a write decision on a row that failed verification raises."""
+        return StoreIntegrityError(
+            f"stored record {knowledge_id} failed verification and is quarantined: "
+            f"{self._quarantine.get(knowledge_id, '')}; run `amcp verify`"
+        )
+
+    def live_row(self, knowledge_id: str, *, allow_purged: bool = False) -> Any:
+        """The verified row of ``knowledge_id`` for a state change (call in a transaction):
+        a change is never applied on top of a column nothing checks."""
+        row = self._conn.db.execute(GET_BY_ID, (knowledge_id,)).fetchone()
+        if row is None:
+            raise NotFoundError(f"no record {knowledge_id}")
+        if not self.verified(row):
+            raise self.refuse(knowledge_id)
+        if row[col.LIFECYCLE] == Lifecycle.PURGED and not allow_purged:
+            raise GoneError(f"{knowledge_id} was purged")
+        return row

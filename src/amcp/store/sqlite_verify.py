@@ -2,8 +2,8 @@
 count and set digest), the witnesses outside the store, and — when the rows do not add up,
 or in full mode — which records are damaged.
 
-A friend of ``SQLiteStore``: it reads the store's connection and keyring directly, because
-the check must look at raw rows, not through the verifying read path it is checking.
+It takes the store's change log (connection, keyring, witnesses) and its ``Verifier``, and
+reads the raw rows itself: the check must not go through the read path it is checking.
 
 What is damage to the *log* (the store refuses to open: nothing it says can be trusted) and
 what is damage to *records* (those records are quarantined, the rest is served):
@@ -36,7 +36,8 @@ from amcp.store.sqlite_census import census_of, differences
 from amcp.store.sqlite_rows import BODY, CHAIN_SEQ, FACTS, KID, ROW_COLS, ROWID, SEAL
 
 if TYPE_CHECKING:
-    from amcp.store.sqlite import SQLiteStore
+    from amcp.store.sqlite_changes import ChangeLog
+    from amcp.store.sqlite_verified import Verifier
 
 
 @contextlib.contextmanager
@@ -76,14 +77,14 @@ def walk_chain(
     return prev, seq_seen, []
 
 
-def _resume_point(self: SQLiteStore, since: Witness | None) -> tuple[str, int]:
+def _resume_point(db: sqlite3.Connection, since: Witness | None) -> tuple[str, int]:
     """Where the walk may start: after ``since`` if the log still holds it and is still
     exactly seqs 1..max (a deleted or renumbered entry inside the prefix would otherwise go
     unwalked; one pass over the integer key: 18-29 ms at 100k, measured)."""
     if since is None or since.seq <= 0:
         return GENESIS, 0
-    row = self._db.execute("SELECT hash FROM changes WHERE seq=?", (since.seq,)).fetchone()
-    count, low, high = self._db.execute(
+    row = db.execute("SELECT hash FROM changes WHERE seq=?", (since.seq,)).fetchone()
+    count, low, high = db.execute(
         "SELECT COUNT(*), MIN(seq), MAX(seq) FROM changes"
     ).fetchone()
     if low == 1 and count == high and row is not None and row[0] == since.head:
@@ -91,12 +92,12 @@ def _resume_point(self: SQLiteStore, since: Witness | None) -> tuple[str, int]:
     return GENESIS, 0
 
 
-def _check_head(self: SQLiteStore, seq_seen: int, prev: str) -> tuple[Head | None, list[str]]:
-    key_text = self.get_meta("node_key")
-    if key_text != public_key_text(self.keyring.signing_key.public_key()):
+def _check_head(changes: ChangeLog, seq_seen: int, prev: str) -> tuple[Head | None, list[str]]:
+    key_text = changes.conn.get_meta("node_key")
+    if key_text != public_key_text(changes.keyring.signing_key.public_key()):
         return None, ["the store was signed by another node key"]
     try:
-        head = self.signed_head()
+        head = changes.signed_head()
     except StoreIntegrityError as exc:
         return None, [str(exc)]
     if (head.seq, head.hash) != (seq_seen, prev):
@@ -105,7 +106,7 @@ def _check_head(self: SQLiteStore, seq_seen: int, prev: str) -> tuple[Head | Non
 
 
 def _check_witnesses(
-    self: SQLiteStore, seen: Sequence[tuple[object, Witness | None]], seq_seen: int
+    changes: ChangeLog, seen: Sequence[tuple[object, Witness | None]], seq_seen: int
 ) -> list[str]:
     problems: list[str] = []
     for where, witness in seen:
@@ -117,11 +118,13 @@ def _check_witnesses(
                 f"{witness.seq}, the log ends at {seq_seen}"
             )
             continue
-        row = self._db.execute("SELECT hash FROM changes WHERE seq=?", (witness.seq,)).fetchone()
+        row = changes.conn.db.execute(
+            "SELECT hash FROM changes WHERE seq=?", (witness.seq,)
+        ).fetchone()
         expected = row[0] if row is not None else (GENESIS if witness.seq == 0 else None)
         if expected != witness.head:
             problems.append(f"the change log differs from the history witnessed in {where}")
-    if self.get_meta("witnessed") and all(w is None for _d, w in seen):
+    if changes.conn.get_meta("witnessed") and all(w is None for _d, w in seen):
         places = ", ".join(str(d) for d, _w in seen)
         problems.append(
             f"the witness of this store is missing from {places} (deleted, or the store was "
@@ -131,26 +134,28 @@ def _check_witnesses(
     return problems
 
 
-def find_damaged(self: SQLiteStore, *, full: bool = False) -> dict[str, str]:
+def find_damaged(
+    db: sqlite3.Connection, verifier: Verifier, *, full: bool = False
+) -> dict[str, str]:
     """Which records are damaged, and how (call inside a snapshot, the log verified): every
     row against its seal and against the log's latest entry for its id; every logged id
     against the rows. ``full``: every body against its id, checksum, envelope, signature."""
     latest = dict(
-        self._db.execute("SELECT knowledge_id, MAX(seq) FROM changes GROUP BY knowledge_id")
+        db.execute("SELECT knowledge_id, MAX(seq) FROM changes GROUP BY knowledge_id")
     )
     damaged: dict[str, str] = {}
     seen: set[str] = set()
-    for row in self._db.execute(f"SELECT {ROW_COLS} FROM records r"):
+    for row in db.execute(f"SELECT {ROW_COLS} FROM records r"):
         kid = row[KID]
         seen.add(kid)
-        if not self._sealer.check(row[ROWID], row[FACTS], row[BODY], row[SEAL]):
+        if not verifier.sealer.check(row[ROWID], row[FACTS], row[BODY], row[SEAL]):
             damaged[kid] = EDITED
         elif kid not in latest:
             damaged[kid] = UNLOGGED
         elif row[CHAIN_SEQ] != latest[kid]:
             damaged[kid] = STALE_ROW
         elif full:
-            problem = _body_problem(self, row)
+            problem = _body_problem(verifier, row)
             if problem:
                 damaged[kid] = problem
     for kid in latest.keys() - seen:
@@ -158,41 +163,42 @@ def find_damaged(self: SQLiteStore, *, full: bool = False) -> dict[str, str]:
     return damaged
 
 
-def _body_problem(self: SQLiteStore, row: Sequence[Any]) -> str | None:
+def _body_problem(verifier: Verifier, row: Sequence[Any]) -> str | None:
     if row[BODY] is None:
         return None
     try:
-        self._open_body(row, signature=True)
+        verifier.open_body(row, signature=True)
     except (ValueError, AmcpError, msgpack.UnpackException) as exc:
         return f"its body does not verify: {exc}"
     return None
 
 
 def verify_store(
-    self: SQLiteStore, *, full: bool = False, since: Witness | None = None
+    changes: ChangeLog, verifier: Verifier, *, full: bool = False, since: Witness | None = None
 ) -> IntegrityReport:
     """The whole check (see the module docstring). ``since`` (not with ``full``): a prefix
     of the log an earlier walk found intact; the walk resumes after it when it can."""
     # Before the snapshot: see below.
-    seen = self.keyring.read_witnesses(self.store_id, self.witness_places())
-    with self._lock, snapshot(self._db):
+    seen = changes.keyring.read_witnesses(changes.store_id, changes.witness_places())
+    db = changes.conn.db
+    with changes.conn.lock, snapshot(db):
         # A witness is written after its commit, so a witness read before the snapshot
         # never names a head the snapshot does not hold: no false rollback alarm while
         # another process writes.
-        prev, start = _resume_point(self, since if not full else None)
-        prev, seq_seen, problems = walk_chain(self._db, prev, start)
+        prev, start = _resume_point(db, since if not full else None)
+        prev, seq_seen, problems = walk_chain(db, prev, start)
         head: Head | None = None
         if not problems:
-            head, problems = _check_head(self, seq_seen, prev)
+            head, problems = _check_head(changes, seq_seen, prev)
         if not problems:
-            problems = _check_witnesses(self, seen, seq_seen)
+            problems = _check_witnesses(changes, seen, seq_seen)
         damaged: dict[str, str] = {}
         index_warnings: list[str] = []
         if not problems and head is not None:
-            seals = [r[0] for r in self._db.execute("SELECT seal FROM records")]
-            off = differences(dict(head.census), census_of(self._db))
+            seals = [r[0] for r in db.execute("SELECT seal FROM records")]
+            off = differences(dict(head.census), census_of(db))
             if full or off or len(seals) != head.rows or digest_of(seals) != head.digest:
-                damaged = find_damaged(self, full=full)
+                damaged = find_damaged(db, verifier, full=full)
                 if not damaged and len(seals) == head.rows and off:
                     # No row is damaged, yet the index rows do not add up: some were added
                     # or deleted behind the node's back, and a record may be left out of
@@ -203,9 +209,9 @@ def verify_store(
                     ]
                 elif not damaged and not full:
                     problems.append("the record rows do not add up to the signed head")
-    self._index_warnings = tuple(index_warnings)
+    verifier.set_warnings(index_warnings)
     for kid, reason in damaged.items():
-        self._quarantine_add(kid, reason)
+        verifier.quarantine_add(kid, reason)
     return IntegrityReport(
         ok=not problems, checked_changes=seq_seen, problems=tuple(problems),
         head=prev if not problems else "", walked=seq_seen - start,
@@ -213,7 +219,7 @@ def verify_store(
     )
 
 
-def verify_since_mark(self: SQLiteStore) -> IntegrityReport:
+def verify_since_mark(changes: ChangeLog, verifier: Verifier) -> IntegrityReport:
     """``verify_store`` resuming after the last incremental check's mark (kept beside the
     witness), then moving the mark to what it walked.
 
@@ -221,14 +227,14 @@ def verify_since_mark(self: SQLiteStore) -> IntegrityReport:
     that opens the store. Links appended since the mark (by this node, another process, or an
     edit of the file) are still walked. An edit inside the marked prefix that leaves the
     stored hashes alone is what this skips; ``amcp verify`` walks the whole log."""
-    since = self.keyring.read_verified(self.store_id)
-    report = verify_store(self, since=since)
+    since = changes.keyring.read_verified(changes.store_id)
+    report = verify_store(changes, verifier, since=since)
     if report.ok and report.checked_changes and (
         since is None or since.seq != report.checked_changes
     ):
         # A state directory we may not write to costs the next open a whole walk, no more.
         with contextlib.suppress(OSError):
-            self.keyring.write_verified(
-                self.store_id, Witness(report.checked_changes, report.head)
+            changes.keyring.write_verified(
+                changes.store_id, Witness(report.checked_changes, report.head)
             )
     return report
