@@ -89,7 +89,7 @@ def import_cmd(
 
 
 def _run_import(
-    store: Path | None, embedder: str, path: Path | str, options: Any, *, dry_run: bool,
+    store: str | None, embedder: str, path: Path | str, options: Any, *, dry_run: bool,
     quiet: bool,
 ) -> Any:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn

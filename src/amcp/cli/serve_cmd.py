@@ -14,7 +14,7 @@ from typing import Annotated
 
 import typer
 
-from amcp.cli.common import friendly, open_memory, out, store_path, warm_up
+from amcp.cli.common import friendly, open_memory, out, store_location, store_path, warm_up
 from amcp.cli.options import StoreOpt
 
 trust_app = typer.Typer(help="Trust anchors and node certificates (X.509, Ed25519).",
@@ -75,7 +75,7 @@ def serve(
             if unix is not None:
                 where.append(f"unix:{unix}")
             out.print(f"amcp node {server.node_uri}")
-            out.print(f"store {store_path(store)}; listening on {', '.join(where)}")
+            out.print(f"store {store_location(store)}; listening on {', '.join(where)}")
             if access is None and host and host not in ("127.0.0.1", "::1", "localhost"):
                 out.print("[yellow]warning[/yellow]: no --policy: every peer may read and write")
             target = f'None, unix="{unix}"' if not host else f'"{host}", {server.port}'
@@ -155,9 +155,9 @@ def trust_issue(
     anchor_key: Annotated[Path, typer.Option("--anchor-key", help="Issuer private key (PEM).")],
     out_file: Annotated[Path, typer.Option("--out", help="Where to write the chain (PEM).")],
     public_key: Annotated[str | None, typer.Option(help="Peer's Ed25519 key (base64url).")] = None,
-    store: Annotated[
-        Path | None, typer.Option("--store", "-s", help="Certify this store's node key.")
-    ] = None,
+    store: Annotated[str | None, typer.Option(
+        "--store", "-s", help="Certify this store's node key (a file or postgresql:// URL).",
+    )] = None,
     node_uri: Annotated[str | None, typer.Option(help="Node URI to bind (SubjectAltName).")] = None,
     days: Annotated[int, typer.Option(help="How long the certificate is valid, in days.")] = 365,
 ) -> None:
