@@ -372,6 +372,7 @@ from amcp.cli.list_cmd import list_cmd  # noqa: E402
 from amcp.cli.portability_cmd import export_cmd, import_cmd  # noqa: E402
 from amcp.cli.serve_cmd import serve, trust_app  # noqa: E402
 from amcp.cli.setup_cmd import setup_cmd  # noqa: E402
+from amcp.cli.store_cmd import store_app  # noqa: E402
 from amcp.cli.ui_cmd import ui  # noqa: E402
 from amcp.cli.verify_cmd import verify  # noqa: E402
 
@@ -398,6 +399,7 @@ app.command("drafts")(drafts)
 app.command("confirm")(confirm)
 app.command("reject")(reject)
 app.add_typer(writers_app, name="writers")
+app.add_typer(store_app, name="store")
 
 
 def command() -> Any:
