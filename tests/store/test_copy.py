@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+from tests.store.copy_kit import EVERYTHING, populate, snapshot
 from typer.testing import CliRunner
 
 from amcp.cli.app import app
@@ -13,7 +14,6 @@ from amcp.keyring import Keyring
 from amcp.memory import Memory
 from amcp.store.copy import COPIED_FROM, copy_store
 from amcp.store.sqlite import SQLiteStore
-from tests.store.copy_kit import populate, snapshot
 
 runner = CliRunner()
 
@@ -97,13 +97,8 @@ def test_a_failing_copy_leaves_the_destination_as_it_was(source: tuple[Path, obj
     monkeypatch.setattr(b, "set_state", breaks)
     with pytest.raises(OSError, match="disk full"):
         copy_store(a, b, source="a", destination="b")
-    assert b.count(copy_kit_everything()) == 0 and b.max_hlc() == 0
+    assert b.count(EVERYTHING) == 0 and b.max_hlc() == 0
     assert b.verify(full=True).ok
     a.close()
     b.close()
 
-
-def copy_kit_everything() -> object:
-    from tests.store.copy_kit import EVERYTHING
-
-    return EVERYTHING
