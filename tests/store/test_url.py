@@ -116,3 +116,17 @@ def test_memory_takes_a_sqlite_url(tmp_path: Path) -> None:
     with Memory(StoreLocation(Backend.SQLITE, path=tmp_path / "m.db"), embedder="hashing") as mem:
         assert mem.stats().records == 1
     assert mem.location.redacted() == str(tmp_path / "m.db")
+
+
+@pytest.mark.parametrize(("dsn", "shown"), [
+    ("postgresql://u:pw@h:5/d", "postgresql://u:***@h:5/d"),
+    ("postgresql://u@h/d", "postgresql://u@h/d"),
+    ("postgresql://h/d?password=pw&sslmode=require", "postgresql://h/d?password=***&sslmode=require"),
+    ("host=h password=pw dbname=d", "host=h password=*** dbname=d"),
+    ("host=h password='p w' dbname=d", "host=h password=*** dbname=d"),
+    ("postgresql://u:pw@[::1", "postgresql://***"),
+])
+def test_redact_dsn(dsn: str, shown: str) -> None:
+    from amcp.store.url import redact_dsn
+
+    assert redact_dsn(dsn) == shown

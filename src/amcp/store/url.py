@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING
-from urllib.parse import parse_qsl, quote, unquote, urlencode, urlsplit
+from urllib.parse import parse_qsl, quote, unquote, urlsplit
 
 from amcp.errors import ConfigError, StoreError
 
@@ -38,6 +38,7 @@ _POSTGRES = ("postgresql", "postgres")
 # A libpq keyword DSN ("host=db dbname=amcp"): refused with a hint, not made a file name.
 _KEYWORDS = re.compile(r"^\s*(host|hostaddr|dbname|user|port|password|service)\s*=")
 _SECRET_PARAMS = frozenset({"password", "sslpassword"})
+_KEYWORD_SECRET = re.compile(r"\b((?:ssl)?password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)", re.IGNORECASE)
 _HIDDEN = "***"
 FORMS = "a path, sqlite:///ABS/PATH, sqlite:REL/PATH or postgresql://USER:PASS@HOST:PORT/DB"
 
@@ -65,7 +66,7 @@ class StoreLocation:
         """What every message, repr and log line shows: the DSN with its password as ***."""
         if self.backend is Backend.SQLITE:
             return str(self.path)
-        return _redact_dsn(self.dsn)
+        return redact_dsn(self.dsn)
 
     def __str__(self) -> str:
         return self.redacted()
@@ -156,7 +157,7 @@ def _postgres(raw: str) -> StoreLocation:
     try:
         port = parts.port
     except ValueError:
-        raise ConfigError(f"the port in {_redact_dsn(raw)} is not a number from 1 to 65535"
+        raise ConfigError(f"the port in {redact_dsn(raw)} is not a number from 1 to 65535"
                           ) from None
     params = dict(parse_qsl(parts.query, keep_blank_values=True))
     host = unquote(parts.hostname or "") or params.get("host", "")
@@ -168,18 +169,26 @@ def _postgres(raw: str) -> StoreLocation:
     )
 
 
-def _redact_dsn(dsn: str) -> str:
-    parts = urlsplit(dsn)
+def redact_dsn(dsn: str) -> str:
+    """``dsn`` with its password (userinfo, ``password=``/``sslpassword=`` in the query, or
+    a libpq keyword string's ``password=``) shown as ``***``: the one redaction of a DSN."""
+    if "://" not in dsn:
+        return _KEYWORD_SECRET.sub(rf"\1{_HIDDEN}", dsn)
+    try:
+        parts = urlsplit(dsn)
+    except ValueError:  # an unparsable URL shows nothing of itself
+        return dsn.split(":", 1)[0] + f"://{_HIDDEN}"
     netloc = parts.netloc
     user, at, hostport = netloc.rpartition("@")
     if at and ":" in user:
         netloc = f"{user.split(':', 1)[0]}:{_HIDDEN}@{hostport}"
-    query = parts.query
-    if query:
-        pairs = parse_qsl(query, keep_blank_values=True)
-        query = urlencode([(k, _HIDDEN if k in _SECRET_PARAMS else v) for k, v in pairs],
-                          safe="*/")
-    return parts._replace(netloc=netloc, query=query, fragment="").geturl()
+    # The query as written, only a secret parameter's value replaced.
+    query = "&".join(
+        f"{key}={_HIDDEN}" if unquote(key).lower() in _SECRET_PARAMS else pair
+        for pair in parts.query.split("&") if pair
+        for key in (pair.partition("=")[0],)
+    )
+    return f"{parts.scheme}://{netloc}{parts.path}" + (f"?{query}" if query else "")
 
 
 def open_store(location: StoreLocation, keyring: Keyring, *,
@@ -200,7 +209,7 @@ def _open_postgres(location: StoreLocation, keyring: Keyring, *,
     try:
         from amcp.store.postgres import PostgresStore
     except ImportError as exc:
-        raise StoreError(f"{location} needs the postgres extra (pip install 'amcp[postgres]'):"
+        raise StoreError(f"{location} needs the postgres extra (pip install 'pyamcp[postgres]'):"
                          f" {exc}") from None
     try:
         return PostgresStore(location.dsn, keyring, verify_on_open=verify_on_open)
@@ -211,4 +220,4 @@ def _open_postgres(location: StoreLocation, keyring: Keyring, *,
         raise StoreError(f"cannot open {location}: {location.scrub(str(exc))}") from None
 
 
-__all__ = ["FORMS", "Backend", "StoreLocation", "open_store", "parse_store_url"]
+__all__ = ["FORMS", "Backend", "StoreLocation", "open_store", "parse_store_url", "redact_dsn"]
