@@ -1,0 +1,50 @@
+"""The verifying read path, shared with the SQLite adapter.
+
+``sqlite_verified.VerifiedReads`` checks a row's seal and a body's id, checksum and envelope
+from the row tuple alone (``sqlite_rows`` positions, which this adapter's rows share), and
+quarantines what fails. ``RowVerifier`` gives it what it reads — the sealer, the keyring,
+the quarantine, the decoded-record cache and the state builder — as one composed object, so
+both adapters serve exactly the same records.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Callable
+
+from amcp.amf.record import AMFRecord
+from amcp.keyring import Keyring
+from amcp.store.base import RecordState
+from amcp.store.rowseal import Sealer
+from amcp.store.sqlite_verified import VerifiedReads
+
+
+class RowVerifier(VerifiedReads):
+    """Seals, bodies and the quarantine of one store."""
+
+    def __init__(
+        self, keyring: Keyring, sealer: Sealer, state: Callable[..., RecordState]
+    ) -> None:
+        self._lock = threading.RLock()
+        self._sealer = sealer
+        self.keyring = keyring
+        self._quarantine: dict[str, str] = {}
+        self._index_warnings: tuple[str, ...] = ()
+        self._decoded: OrderedDict[tuple[str, bytes], AMFRecord] = OrderedDict()
+        self._state = state
+
+    def set_sealer(self, sealer: Sealer) -> None:
+        """The store's sealer, once its id is known (a row seal covers the id)."""
+        self._sealer = sealer
+
+    def set_warnings(self, warnings: tuple[str, ...]) -> None:
+        self._index_warnings = warnings
+
+    # The mixin's names, public for the adapter's parts.
+    verified = VerifiedReads._verified
+    decode = VerifiedReads._decode
+    row_state = VerifiedReads._row_state
+    remember = VerifiedReads._remember_decoded
+    open_body = VerifiedReads._open_body
+    quarantine = VerifiedReads._quarantine_add
