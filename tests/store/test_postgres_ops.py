@@ -16,6 +16,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 from typer.testing import CliRunner
@@ -155,7 +156,7 @@ def test_schema_from_a_newer_version(pg: PrivateServer, team: str,
                                      caplog: pytest.LogCaptureFixture) -> None:
     code, out = cli("init", "--store", team, "--embedder", "hashing")
     assert code == 0, out
-    db = team.rsplit("/", maxsplit=1)[-1].split("?", maxsplit=1)[0]
+    db = urlsplit(team).path.lstrip("/")
     pg.sql("UPDATE store_meta SET value = '999' WHERE key = 'schema_version'", database=db)
     for command in (["stats"], ["remember", "x"], ["init", "--embedder", "hashing"]):
         code, out = cli(*command, "--store", team, caplog=caplog)
@@ -197,8 +198,7 @@ def test_the_server_going_away_mid_write(pg: PrivateServer, team: str,
     assert "\n" not in str(failed[0]) and PASSWORD not in str(failed[0])
     code, out = cli("remember", "while it is down", "--store", team, caplog=caplog)
     assert_one_line_error(code, out, PASSWORD, caplog=caplog)
-    with pytest.raises(StoreError):
-        mem.close()  # closing a pool whose server is gone may raise; the test owns it
+    mem.close()
     pg.start()
     with Memory(team, embedder="hashing") as again:
         assert again.store.verify(full=True).ok

@@ -127,6 +127,6 @@ def test_memory_takes_a_sqlite_url(tmp_path: Path) -> None:
     ("postgresql://u:pw@[::1", "postgresql://***"),
 ])
 def test_redact_dsn(dsn: str, shown: str) -> None:
-    from amcp.store.url import redact_dsn
+    from amcp.store.dsn import redact_dsn
 
     assert redact_dsn(dsn) == shown

@@ -21,13 +21,13 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from amcp.errors import ConfigError, ValidationError
-from amcp.store.url import redact_dsn
+from amcp.store.dsn import redact_dsn
 
 SCHEMES = ("postgresql", "postgres")
 _BATCH = 2000  # rows fetched per round trip, and written per SQLite transaction
 
 
-redacted = redact_dsn  # the one DSN redaction (amcp.store.url)
+redacted = redact_dsn  # the one DSN redaction (amcp.store.dsn)
 
 
 def is_dsn(text: str) -> bool:

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import parse_qsl, quote, unquote, urlsplit
 
 from amcp.errors import ConfigError, StoreError
+from amcp.store.dsn import redact_dsn
 
 if TYPE_CHECKING:
     from amcp.keyring import Keyring
@@ -37,8 +38,6 @@ _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]+):")  # 2+ chars: "C:\x" is a Wi
 _POSTGRES = ("postgresql", "postgres")
 # A libpq keyword DSN ("host=db dbname=amcp"): refused with a hint, not made a file name.
 _KEYWORDS = re.compile(r"^\s*(host|hostaddr|dbname|user|port|password|service)\s*=")
-_SECRET_PARAMS = frozenset({"password", "sslpassword"})
-_KEYWORD_SECRET = re.compile(r"\b((?:ssl)?password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)", re.IGNORECASE)
 _HIDDEN = "***"
 FORMS = "a path, sqlite:///ABS/PATH, sqlite:REL/PATH or postgresql://USER:PASS@HOST:PORT/DB"
 
@@ -167,28 +166,6 @@ def _postgres(raw: str) -> StoreLocation:
         user=unquote(parts.username or "") or params.get("user", ""),
         password=unquote(parts.password or "") or params.get("password", ""),
     )
-
-
-def redact_dsn(dsn: str) -> str:
-    """``dsn`` with its password (userinfo, ``password=``/``sslpassword=`` in the query, or
-    a libpq keyword string's ``password=``) shown as ``***``: the one redaction of a DSN."""
-    if "://" not in dsn:
-        return _KEYWORD_SECRET.sub(rf"\1{_HIDDEN}", dsn)
-    try:
-        parts = urlsplit(dsn)
-    except ValueError:  # an unparsable URL shows nothing of itself
-        return dsn.split(":", 1)[0] + f"://{_HIDDEN}"
-    netloc = parts.netloc
-    user, at, hostport = netloc.rpartition("@")
-    if at and ":" in user:
-        netloc = f"{user.split(':', 1)[0]}:{_HIDDEN}@{hostport}"
-    # The query as written, only a secret parameter's value replaced.
-    query = "&".join(
-        f"{key}={_HIDDEN}" if unquote(key).lower() in _SECRET_PARAMS else pair
-        for pair in parts.query.split("&") if pair
-        for key in (pair.partition("=")[0],)
-    )
-    return f"{parts.scheme}://{netloc}{parts.path}" + (f"?{query}" if query else "")
 
 
 def open_store(location: StoreLocation, keyring: Keyring, *,
