@@ -137,6 +137,9 @@ class Memory(WritePath, ReviewPath):
             if check_embedder or embedder is not None
             else None
         )
+        # The store's optional parts, wired here once (docs/store.md): access statistics
+        # for touch/flush; the searcher takes the lexical index, vectors and change feed.
+        self.access = self.store.capabilities.access
         self.searcher = HybridSearcher(self.store, self.embedder, snapshot=self._snapshot_path())
         self.firewall: Firewall | None = Firewall(
             WriterKeys(self.keyring.directory), self._local_public_key()
@@ -160,9 +163,8 @@ class Memory(WritePath, ReviewPath):
         """For long-running servers (node, HTTP, MCP): buffered access statistics are
         written by a background thread instead of by the read that makes a flush due. A
         store that does not buffer them ignores this."""
-        start = getattr(self.store, "flush_in_background", None)
-        if start is not None:
-            start()
+        if self.access is not None:
+            self.access.flush_in_background()
 
     def close(self) -> None:
         self.searcher.close()
@@ -286,7 +288,7 @@ class Memory(WritePath, ReviewPath):
                 lifecycle=Lifecycle.SUPERSEDED,
                 superseded_by=outcome.knowledge_id,
             )
-        self.searcher.removed(self.store.rowid_of(old_id))
+        self.searcher.drop(old_id)
         return outcome
 
     def invalidate(self, knowledge_id: str, reason: str) -> WriteOutcome:
@@ -304,7 +306,7 @@ class Memory(WritePath, ReviewPath):
             lifecycle=Lifecycle.INVALIDATED,
             reason=reason.strip(),
         )
-        self.searcher.removed(self.store.rowid_of(knowledge_id))
+        self.searcher.drop(knowledge_id)
         return WriteOutcome(knowledge_id, Status.NO_CONTENT, hlc)
 
     def purge(self, knowledge_id: str, reason: str | None = None) -> WriteOutcome:
@@ -314,7 +316,7 @@ class Memory(WritePath, ReviewPath):
             raise NotFoundError(f"no record {knowledge_id}")
         if found.state.lifecycle is Lifecycle.PURGED:
             return WriteOutcome(knowledge_id, Status.NO_CONTENT, found.state.hlc)
-        rowid = self.store.rowid_of(knowledge_id)
+        rowid = self.searcher.rowid_of(knowledge_id)
         hlc = self.clock.send()
         self.store.purge(knowledge_id, hlc=hlc, reason=reason)
         self.searcher.removed(rowid)
@@ -341,7 +343,7 @@ class Memory(WritePath, ReviewPath):
                     lifecycle=Lifecycle.ARCHIVED,
                     reason="ttl expired",
                 )
-                self.searcher.removed(self.store.rowid_of(kid))
+                self.searcher.drop(kid)
                 done.append(kid)
         return done
 
@@ -369,8 +371,12 @@ class Memory(WritePath, ReviewPath):
 
     def read(self, ids: Sequence[str], *, reveal: bool = False) -> list[StoredRecord]:
         found = self.store.get_many(list(ids))
-        self.store.touch([f.knowledge_id for f in found if f.record is not None], time.time())
+        self.touch([f.knowledge_id for f in found if f.record is not None], time.time())
         return [self._view(f, reveal) for f in found]
+
+    def touch(self, knowledge_ids: Sequence[str], when: float) -> None:
+        if self.access is not None and knowledge_ids:
+            self.access.touch(knowledge_ids, when)
 
     def recall(
         self,
@@ -404,7 +410,7 @@ class Memory(WritePath, ReviewPath):
             hits, trust = firewall_serve.screen_hits(hits, self.firewall, k, wanted)
         hits = hits[:k]
         if touch and hits:
-            self.store.touch([h.knowledge_id for h in hits], now)
+            self.touch([h.knowledge_id for h in hits], now)
         shown = tuple(replace(h, item=self._served(h.item, reveal, trust)) for h in hits)
         return RecallResult(query, shown, (time.perf_counter() - started) * 1000, trust)
 

@@ -75,12 +75,12 @@ class ReviewPath:
                                      superseded_by=knowledge_id)
         self._reindex_confirmed(item)
         if old is not None and old.state.lifecycle is Lifecycle.ACTIVE:
-            self.searcher.removed(self.store.rowid_of(old.knowledge_id))
+            self.searcher.drop(old.knowledge_id)
         return WriteOutcome(knowledge_id, Status.NO_CONTENT, hlc)
 
     def _reindex_confirmed(self, item: StoredRecord) -> None:
         """A draft was never in the in-memory vector index (only active rows are)."""
-        rowid = self.store.rowid_of(item.knowledge_id)
+        rowid = self.searcher.rowid_of(item.knowledge_id)
         if rowid is None or item.record is None:
             return
         vector = self._embed_one(item.record, item.state.sensitive)

@@ -101,10 +101,11 @@ class WritePath:
     def _related(self, record: AMFRecord, key: str) -> list[AMFRecord]:
         """Active records of ``record``'s scopes that best match an attribute's words."""
         terms = query_terms(key)
-        if not terms:
+        lexical = self.store.capabilities.lexical
+        if not terms or lexical is None:
             return []
         flt = RecordFilter(scopes=record.meta.project_scope)
-        ids = [kid for kid, _s in self.store.search_lexical(build_match(terms), flt, RELATED)]
+        ids = [kid for kid, _s in lexical.search_lexical(build_match(terms), flt, RELATED)]
         return [r.record for r in self.store.get_many(ids) if r.record is not None
                 and r.state.lifecycle is Lifecycle.ACTIVE]
 
@@ -248,7 +249,7 @@ class WritePath:
             return
         rowid = result.rowid
         if rowid is None:  # a store that does not report it
-            rowid = self.store.rowid_of(result.knowledge_id)
+            rowid = self.searcher.rowid_of(result.knowledge_id)
         if rowid is not None:
             self.searcher.added(rowid, item.vector)
 

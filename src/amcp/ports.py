@@ -66,6 +66,10 @@ class MemoryReader(Protocol):
 
     def read(self, ids: Sequence[str], *, reveal: bool = False) -> list[StoredRecord]: ...
 
+    def touch(self, knowledge_ids: Sequence[str], when: float) -> None:
+        """Count an access of each record (served to a caller), where the store keeps them."""
+        ...
+
     def list_records(
         self, flt: RecordFilter | None = None, *, limit: int = 100, after: str | None = None,
         reveal: bool = False,

@@ -317,7 +317,7 @@ def test_pack_digest_same_through_sq8_and_exact(
 
 
 def test_unpackable_rows_are_named_only_if_live(mem: Memory) -> None:
-    """``_named_packable`` by row id equals the knowledge-id path it replaced."""
+    """``_named_packable`` by row id equals asking the store's state rows by knowledge id."""
     index = mem.searcher._ensure_index()
     assert index is not None
     rows = index.ids().tolist()
@@ -327,7 +327,10 @@ def test_unpackable_rows_are_named_only_if_live(mem: Memory) -> None:
                 RecordFilter(scopes=("project:none",), now=NOW), RecordFilter()):
         names, ok = rel._named_packable(mem.store, rows, flt)
         all_names = mem.store.ids_for_rowids(rows)
-        assert ok == rel._packable(mem.store, list(all_names.values()), flt)
+        look = RecordFilter(scopes=flt.scopes, ids=tuple(all_names.values()), now=flt.now,
+                            include_expired=flt.now is None)
+        expected = {r.knowledge_id for r in mem.store.states(look, limit=len(rows))}
+        assert ok == expected
         assert all(all_names[r] == k for r, k in names.items())
         assert victim not in ok
 

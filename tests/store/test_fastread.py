@@ -10,6 +10,7 @@ import pytest
 
 from amcp.errors import StoreError, StoreIntegrityError
 from amcp.memory import Memory
+from amcp.retrieval.lexical_recall import LEXICAL_DEFAULTS
 from amcp.retrieval.search import SearchTuning
 from amcp.store import fastread
 from amcp.store.base import RecordFilter
@@ -45,13 +46,10 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return home / "memory.db"
 
 
-def test_tuning_constants_are_search_defaults() -> None:
-    t = SearchTuning()
-    assert (
-        t.candidates, t.rrf_k, t.lexical_weight, t.max_term_share, t.context_weight,
-        t.coverage_weight, t.scope_depth) == (fastread.CANDIDATES, fastread.RRF_K,
-            fastread.LEXICAL_WEIGHT, fastread.MAX_TERM_SHARE, fastread.CONTEXT_WEIGHT,
-            fastread.COVERAGE_WEIGHT, fastread.SCOPE_DEPTH)
+def test_search_defaults_are_the_one_lexical_tuning() -> None:
+    """The fast reader runs ``lexical_recall`` with ``LEXICAL_DEFAULTS``; the searcher's
+    defaults are the same values, defined once."""
+    assert SearchTuning().lexical == LEXICAL_DEFAULTS
 
 
 @pytest.mark.parametrize("query", QUERIES)

@@ -25,7 +25,11 @@ ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
 AXE_VERSION = "4.10.2"
 
 
-@pytest.fixture(scope="session")
+# Package scope, not session: playwright's sync API runs an event loop on the main thread
+# while it is open, and any later test in the same worker that calls asyncio.run() (the
+# agent adapters, the MCP channel tests) would fail with "cannot be called from a running
+# event loop". The browser closes when the worker leaves tests/ui.
+@pytest.fixture(scope="package")
 def browser() -> Iterator[Any]:
     if not CHROMIUM.exists():
         pytest.skip(f"no chromium at {CHROMIUM} (apt-get install chromium; dev.py test does)")

@@ -4,6 +4,8 @@ import line) without building the record — each defined once.
 ``statement``: the human-readable text, the annotation if it has one, else the triple
 (``AMFRecord.text`` uses it on the typed record; the hooks' fast reader and the node
 client's lines use ``text_of`` on the mapping, so every reader shows the same words).
+``redacted_statement``: what a sensitive record shows in place of its text (``redact`` on
+the typed record, the fast reader on the mapping).
 ``scopes_of``: the record's ``meta.project_scope`` (the HTTP import's and the node's
 scope checks on records they have not parsed yet).
 """
@@ -19,6 +21,17 @@ def statement(natural_language: str | None, subject: object, predicate: object,
     if natural_language:
         return natural_language
     return f"{subject} {predicate} {obj}"
+
+
+REDACTED = "[redacted]"
+
+
+def redacted_statement(subject: object, vendor_extensions: Mapping[str, Any] | None) -> str:
+    """A sensitive record's shown text: its subject and the writer's display hint
+    (``x-redacted-display``), never its object."""
+    hint = (vendor_extensions or {}).get("x-redacted-display")
+    shown = hint if isinstance(hint, str) and hint else REDACTED
+    return f"{subject}: {shown}"
 
 
 def text_of(amf: Mapping[str, Any]) -> str:

@@ -9,17 +9,17 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from amcp.amf.mapping import REDACTED, redacted_statement
 from amcp.amf.record import AMFRecord, Annotation
 
-REDACTED = "[redacted]"
+__all__ = ["REDACTED", "redact"]
 
 
 def redact(record: AMFRecord) -> AMFRecord:
-    hint = record.vendor_extensions.get("x-redacted-display")
-    shown = hint if isinstance(hint, str) and hint else REDACTED
     ann = record.annotation or Annotation()
+    shown = redacted_statement(record.core.subject, record.vendor_extensions)
     return replace(
         record,
         core=replace(record.core, object=REDACTED, condition=None),
-        annotation=replace(ann, natural_language=f"{record.core.subject}: {shown}"),
+        annotation=replace(ann, natural_language=shown),
     ).with_extensions(**{"x-redacted": True})

@@ -66,10 +66,8 @@ def scan_pages(memory: MemoryReader, flt: RecordFilter, *,
     or expiry changed in between is dropped; one that started matching in between is not
     seen (the scan is of the store as it was when it started).
     """
-    store = memory.store
-    rowids_of = getattr(store, "rowids", None)
-    names_of = getattr(store, "ids_for_rowids", None)
-    if rowids_of is None or names_of is None:
+    vectors = memory.store.capabilities.vectors  # the store's row keys, where it has them
+    if vectors is None:
         after: str | None = None
         while True:
             found = list_view(memory, flt, limit=page, after=after)
@@ -77,12 +75,12 @@ def scan_pages(memory: MemoryReader, flt: RecordFilter, *,
             if len(found) < page:
                 return
             after = found[-1].knowledge_id
-    rows = sorted(int(r) for r in rowids_of(flt))
+    rows = sorted(int(r) for r in vectors.rowids(flt))
     lifecycles = flt.lifecycles
     now = flt.now if flt.now is not None else time.time()  # as the store's own filter does
     for start in range(0, len(rows), page):
         chunk = rows[start:start + page]
-        names = names_of(chunk)
+        names = vectors.ids_for_rowids(chunk)
         ids = tuple(names[r] for r in chunk if r in names)
         # No lifecycle or expiry in SQL: with them SQLite prefers the lifecycle index over
         # the id lookups; both are checked here instead.
@@ -145,7 +143,10 @@ class SemanticScorer:
     def _lexical_hits(self, text: str) -> frozenset[str]:
         if text not in self._lexical:
             flt = RecordFilter(lifecycles=None, include_expired=True)
-            hits = self.memory.store.search_lexical(match_query(text), flt, _LEXICAL_POOL)
+            lexical = self.memory.store.capabilities.lexical
+            hits = (
+                lexical.search_lexical(match_query(text), flt, _LEXICAL_POOL) if lexical else []
+            )
             self._lexical[text] = frozenset(kid for kid, _ in hits)
         return self._lexical[text]
 

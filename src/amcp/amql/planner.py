@@ -456,7 +456,7 @@ def execute_recall(
         results.append(shown)
         kept.append(item)
     if touch and kept:
-        memory.store.touch([r.knowledge_id for r in kept], ctx.now)
+        memory.touch([r.knowledge_id for r in kept], ctx.now)
     return QueryResult(
         "RECALL", records=tuple(kept), results=tuple(results), total_tokens=total,
         truncated=truncated, exec_ms=(time.perf_counter() - started) * 1000,

@@ -3,13 +3,16 @@
 Records are immutable and content-addressed, so a decoded, verified record never goes stale:
 its view (redacted when sensitive), serialized bytes and token cost are cached per store, in
 a bounded LRU. What *does* change — lifecycle, weight, last access — is read fresh for every
-pack, without decoding bodies, through ``Store.states`` when the store offers it.
+pack, without decoding bodies, through ``Store.states``; bodies come in bulk through the
+store's ``RawBodies`` capability where it has one. Every cached answer is keyed by the
+store's change mark, whose ``generation`` moves with every commit by anyone.
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any, TypeVar, cast
 from weakref import WeakKeyDictionary
 
@@ -88,11 +91,7 @@ def live_states(store: Store, ids: Sequence[str], now: float) -> dict[str, Recor
     # No lifecycle in the SQL filter: with one, SQLite prefers the lifecycle index and scans
     # every active row instead of looking the ids up; we check the lifecycle here instead.
     flt = RecordFilter(ids=tuple(dict.fromkeys(ids)), lifecycles=None, now=now)
-    states = getattr(store, "states", None)
-    if states is not None:
-        found = {row.knowledge_id: row.state for row in states(flt, limit=len(ids))}
-    else:
-        found = {s.knowledge_id: s.state for s in store.query(flt, limit=len(ids))}
+    found = {row.knowledge_id: row.state for row in store.states(flt, limit=len(ids))}
     return {k: st for k, st in found.items() if st.lifecycle is Lifecycle.ACTIVE}
 
 
@@ -100,15 +99,27 @@ RANK_DEPTH = 2  # ranked lists keep limit × this, so writes that demote a few c
 MAX_CATCH_UP = 256  # changes since the last ranking merged in; more and it is recomputed
 
 
-def change_mark(store: Store) -> tuple[int, str | None]:
-    """Moves with every write: the newest change's HLC and the signed change-log head
-    (``"seq hash sig"``, where the store keeps one). The head also catches a change whose
-    HLC is older than the newest (one synced in from another node)."""
-    return store.max_hlc(), store.get_meta("chain_head")
+@dataclass(frozen=True, slots=True)
+class ChangeMark:
+    """Where the store stood when an answer was cached. ``generation`` moves with every
+    commit (``Store.generation``): equal marks mean nothing changed. ``hlc`` and ``seq``
+    (the newest change's sequence, where the store has a change feed) say which changes
+    came after, so a cached answer can be caught up instead of recomputed."""
+
+    generation: int
+    hlc: int
+    seq: int | None
+
+
+def change_mark(store: Store) -> ChangeMark:
+    feed = store.capabilities.feed
+    return ChangeMark(
+        store.generation(), store.max_hlc(), feed.change_head()[0] if feed is not None else None
+    )
 
 
 def ranked_ids(
-    store: Store, flt: RecordFilter, limit: int, mark: tuple[int, str | None] | None = None
+    store: Store, flt: RecordFilter, limit: int, mark: ChangeMark | None = None
 ) -> list[str]:
     """Up to ``limit`` ids by learned weight, then newest, then id (deterministic).
 
@@ -162,16 +173,16 @@ def _sort(rows: list[StateRow]) -> list[StateRow]:
 
 
 def _catch_up(
-    store: Store, flt: RecordFilter, old: _Ranked, old_mark: tuple[int, str | None],
-    mark: tuple[int, str | None], limit: int,
+    store: Store, flt: RecordFilter, old: _Ranked, old_mark: ChangeMark,
+    mark: ChangeMark, limit: int,
 ) -> _Ranked | None:
     """``old`` updated with the changes since ``old_mark``, or None to recompute."""
-    old_seq, new_seq = seq_of(old_mark[1]), seq_of(mark[1])
+    old_seq, new_seq = old_mark.seq, mark.seq
     if old_seq is None or new_seq is None or new_seq < old_seq:
         return None
     if new_seq - old_seq > MAX_CATCH_UP:
         return None
-    changes = store.changes(since_hlc=old_mark[0], limit=MAX_CATCH_UP + 1)
+    changes = store.changes(since_hlc=old_mark.hlc, limit=MAX_CATCH_UP + 1)
     seqs = {c.seq for c in changes if c.seq > old_seq}
     if len(seqs) != new_seq - old_seq:  # some change is not after the old HLC: start over
         return None
@@ -191,33 +202,9 @@ def _catch_up(
     return _Ranked(merged[:depth], old.complete and len(merged) <= depth)
 
 
-def seq_of(head: str | None) -> int | None:
-    """The sequence number of a change-log head (``"seq hash sig"``), if there is one."""
-    if not head:
-        return None
-    try:
-        return int(head.split()[0])
-    except ValueError:
-        return None
-
-
 def _ranked(store: Store, flt: RecordFilter, depth: int) -> _Ranked:
-    states = getattr(store, "states", None)
-    if states is not None:
-        rows = states(_ranking_filter(flt), limit=depth, ranked=True)
-        return _Ranked(rows, len(rows) < depth)
-    # Fallback for stores without ``states``: decode a bounded page and rank it here.
-    page = store.query(_ranking_filter(flt), limit=depth * 4)
-    page.sort(key=lambda s: (-s.state.weight, _neg_created(s), s.knowledge_id))
-    return _Ranked([
-        StateRow(s.knowledge_id, s.record.type, s.state, s.record.meta.created_at)
-        for s in page[:depth] if s.record is not None
-    ], False)
-
-
-def _neg_created(item: StoredRecord) -> tuple[int, ...]:
-    created = item.record.meta.created_at if item.record else ""
-    return tuple(-b for b in created.encode())
+    rows = store.states(_ranking_filter(flt), limit=depth, ranked=True)
+    return _Ranked(rows, len(rows) < depth)
 
 
 def load(
@@ -225,22 +212,23 @@ def load(
 ) -> dict[str, tuple[RecordState, Entry]]:
     """Fresh state and cached view of the active, unexpired records among ``ids``.
 
-    One query where the store offers ``raw_bodies``: the state columns come with the stored
-    bytes, and a cache miss is verified by hashing those bytes (``Entry.of_body``).
-    Sensitive records, and stores without ``raw_bodies``, take the verifying read path.
+    One query where the store has the ``RawBodies`` capability: the state columns come
+    with the stored bytes, and a cache miss is verified by hashing those bytes
+    (``Entry.of_body``). Sensitive records, and stores without it, take the verifying read
+    path.
     ``flt``: the store re-checks each record against it (its scopes, types) from verified
     state, never trusting the index that proposed the id.
     """
     ids = list(dict.fromkeys(ids))
-    raw = getattr(store, "raw_bodies", None)
-    if raw is None or not ids:
+    bodies = store.capabilities.bodies
+    if bodies is None or not ids:
         states = live_states(store, ids, now)
         found = entries(store, ids, states)
         return {k: (states[k], e) for k, e in found.items()}
     cache = cache_for(store)
     out: dict[str, tuple[RecordState, Entry]] = {}
     slow: dict[str, RecordState] = {}
-    for kid, state, body, checksum in raw(ids, flt):
+    for kid, state, body, checksum in bodies.raw_bodies(ids, flt):
         if state.lifecycle is not Lifecycle.ACTIVE or (
             state.expires_at is not None and state.expires_at <= now
         ):
@@ -280,6 +268,6 @@ def entries(store: Store, ids: Sequence[str], states: dict[str, RecordState]) ->
 
 
 __all__ = [
-    "Entry", "RecordCache", "cache_for", "change_mark", "entries", "live_states", "load",
-    "ranked_ids", "seq_of",
+    "ChangeMark", "Entry", "RecordCache", "cache_for", "change_mark", "entries", "live_states",
+    "load", "ranked_ids",
 ]

@@ -39,7 +39,7 @@ from amcp.amf.record import AMF_VERSION, AMFRecord
 from amcp.amf.timefmt import format_ts
 from amcp.amf.types import DecayType, KnowledgeType
 from amcp.cse import gravity
-from amcp.cse.cache import cache_for, change_mark, load, ranked_ids
+from amcp.cse.cache import ChangeMark, cache_for, change_mark, load, ranked_ids
 from amcp.cse.canon import Raw, packb_parts
 from amcp.cse.entry import Entry
 from amcp.cse.relevance import top_relevant
@@ -245,7 +245,7 @@ def _check(task: str, budget_tokens: int, working_tokens: int | None) -> int:
     return w
 
 
-def _version(memory: MemoryWriter, project: str, flt: RecordFilter, mark: Any) -> str:
+def _version(memory: MemoryWriter, project: str, flt: RecordFilter, mark: ChangeMark) -> str:
     """The newest active ``<project namespace>.version`` record's object, else 0.0.0."""
     return cache_for(memory.store).remember(
         ("version", project, flt.scopes), mark,
@@ -259,15 +259,11 @@ def _find_version(memory: MemoryWriter, project: str, flt: RecordFilter) -> str:
     subject = scope_namespace(project) + ".version"
     # An exact subject match uses the subject index; a prefix match scanned every record.
     exact = RecordFilter(scopes=flt.scopes, subjects=(subject,), now=flt.now)
-    states = getattr(memory.store, "states", None)
-    if states is not None:  # rank by the created_at column, decode only the newest
-        rows = states(exact, limit=MAX_VERSIONS)
-        newest_id = max(((r.created_at or "", r.knowledge_id) for r in rows), default=None)
-        ids = [newest_id[1]] if newest_id else []
-        found = [s.record for s in memory.store.get_many(ids) if s.record is not None]
-    else:
-        found = [s.record for s in memory.store.query(exact, limit=MAX_VERSIONS)
-                 if s.record is not None]
+    # Rank by the created_at column, decode only the newest.
+    rows = memory.store.states(exact, limit=MAX_VERSIONS)
+    newest_id = max(((r.created_at or "", r.knowledge_id) for r in rows), default=None)
+    ids = [newest_id[1]] if newest_id else []
+    found = [s.record for s in memory.store.get_many(ids) if s.record is not None]
     if not found:
         return "0.0.0"
     newest = max(found, key=lambda r: (r.meta.created_at, r.knowledge_id))
@@ -280,7 +276,10 @@ def _hits(memory: MemoryWriter, task: str, flt: RecordFilter) -> list[tuple[str,
         found = top_relevant(memory, query, flt, HITS)
         return [(k, max(0.0, min(1.0, s))) for k, s in found]
     # No vectors: BM25 rank stands in for similarity (1 for the best, falling off).
-    ranked = memory.store.search_lexical(match_query(task), flt, HITS)
+    lexical = memory.store.capabilities.lexical
+    if lexical is None:
+        return []
+    ranked = lexical.search_lexical(match_query(task), flt, HITS)
     return [(kid, 1.0 / (1.0 + i)) for i, (kid, _s) in enumerate(ranked)]
 
 
@@ -320,7 +319,7 @@ def _by_roi(cands: Sequence[_Cand]) -> list[_Cand]:
 
 
 def _signals(
-    memory: MemoryWriter, scopes: Sequence[str] | None, now: float, mark: Any
+    memory: MemoryWriter, scopes: Sequence[str] | None, now: float, mark: ChangeMark
 ) -> tuple[list[Signal], int]:
     pending = cache_for(memory.store).remember(
         ("signals", scopes), mark,

@@ -47,8 +47,8 @@ import numpy as np
 import numpy.typing as npt
 
 from amcp.amf.types import Lifecycle
-from amcp.cse.cache import MAX_CATCH_UP, cache_for, change_mark, seq_of
-from amcp.store.base import RecordFilter, Store
+from amcp.cse.cache import MAX_CATCH_UP, ChangeMark, cache_for, change_mark
+from amcp.store.base import RecordFilter, Store, vectors_of
 
 if TYPE_CHECKING:
     from amcp.ports import MemoryReader
@@ -78,7 +78,7 @@ class _Copy:
     ``SPLIT_MIN`` rows on. Which part holds a row changes no score (see ``_scan``)."""
 
     index: ref[Any]  # the VectorIndex mirrored (weakly: a replaced index is rebuilt)
-    mark: Any
+    mark: ChangeMark
     parts: list[_Part]
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -290,7 +290,7 @@ def _unit(mat: F32) -> F32:
     return out
 
 
-def _build(store: Store, index: VectorIndex, mark: Any) -> _Copy:
+def _build(store: Store, index: VectorIndex, mark: ChangeMark) -> _Copy:
     """Encode every row of ``index``, reading the vectors from the store in batches: one
     index call per row would contend with a background HNSW build for the index's lock."""
     members = np.sort(index.ids())
@@ -311,7 +311,7 @@ def _build(store: Store, index: VectorIndex, mark: Any) -> _Copy:
                 done[i] += take
                 at += take
 
-    for ids, mat in store.iter_vectors():
+    for ids, mat in vectors_of(store).iter_vectors():
         keep = np.isin(ids, members, assume_unique=True)
         if keep.any() and mat.shape[1] == index.dim:
             add(ids[keep].astype(np.int64, copy=False),
@@ -330,17 +330,17 @@ def _build(store: Store, index: VectorIndex, mark: Any) -> _Copy:
     return _Copy(ref(index), mark, parts)
 
 
-def _catch_up(store: Store, index: VectorIndex, copy: _Copy, mark: Any) -> bool:
+def _catch_up(store: Store, index: VectorIndex, copy: _Copy, mark: ChangeMark) -> bool:
     """Apply the index's changes since ``copy.mark``; False when a rebuild is needed.
 
     Rows added to or removed from the index are found by comparing id sets (that also
     covers purges, which leave no record to look a row id up by). A row whose vector was
     replaced in place keeps its id, so the change log names those: every record changed
     since the old mark is re-encoded. If the log cannot cover the gap, rebuild."""
-    old_seq, new_seq = seq_of(copy.mark[1]), seq_of(mark[1])
+    old_seq, new_seq = copy.mark.seq, mark.seq
     if old_seq is None or new_seq is None or not 0 <= new_seq - old_seq <= MAX_CATCH_UP:
         return False
-    changes = store.changes(since_hlc=copy.mark[0], limit=MAX_CATCH_UP + 1)
+    changes = store.changes(since_hlc=copy.mark.hlc, limit=MAX_CATCH_UP + 1)
     seqs = {c.seq for c in changes if c.seq > old_seq}
     if len(seqs) != new_seq - old_seq:  # a change not after the old HLC: start over
         return False
@@ -350,7 +350,8 @@ def _catch_up(store: Store, index: VectorIndex, copy: _Copy, mark: Any) -> bool:
     have = copy.rowids
     in_now, in_have = _member(now_ids, have), _member(have, now_ids)
     gone, new = have[~in_now], now_ids[~in_have]
-    touched = {store.rowid_of(c.knowledge_id) for c in changes if c.seq > old_seq}
+    rowid_of = vectors_of(store).rowid_of
+    touched = {rowid_of(c.knowledge_id) for c in changes if c.seq > old_seq}
     same = np.asarray(sorted(r for r in touched if r is not None), dtype=np.int64)
     same = same[_member(have, same) & _member(now_ids, same)]
     drop = np.concatenate([gone, same])
@@ -428,36 +429,12 @@ def _rerank(
 def _named_packable(
     store: Store, rowids: list[int], flt: RecordFilter
 ) -> tuple[dict[int, str], set[str]]:
-    """Knowledge ids of ``rowids`` and those of them that are packable. Where the store can
-    filter row ids directly, both are rowid lookups (a knowledge-id ``IN`` list walks the
-    id index and then the table for each)."""
-    direct = getattr(store, "named_rowids", None)
-    if direct is None:
-        names = store.ids_for_rowids(rowids)
-        return names, _packable(store, list(names.values()), flt)
-    names = direct(rowids, RecordFilter(scopes=flt.scopes, lifecycles=(Lifecycle.ACTIVE,),
-                                        now=flt.now, include_expired=flt.now is None))
+    """Knowledge ids of ``rowids`` and those of them that are packable: rowid lookups (a
+    knowledge-id ``IN`` list walks the id index and then the table for each)."""
+    names = vectors_of(store).named_rowids(
+        rowids, RecordFilter(scopes=flt.scopes, lifecycles=(Lifecycle.ACTIVE,),
+                             now=flt.now, include_expired=flt.now is None))
     return names, set(names.values())
-
-
-def _packable(store: Store, kids: list[str], flt: RecordFilter) -> set[str]:
-    """Those of ``kids`` in ``flt.scopes``, active and unexpired at ``flt.now``."""
-    if not kids:
-        return set()
-    # No lifecycle in the SQL: with one, SQLite prefers the lifecycle index and scans every
-    # active row instead of looking the ids up (see ``cache.live_states``).
-    look = RecordFilter(scopes=flt.scopes, ids=tuple(kids), lifecycles=None,
-                        include_expired=True)
-    states = getattr(store, "states", None)
-    if states is None:
-        return {s.knowledge_id for s in store.query(
-            RecordFilter(scopes=flt.scopes, ids=tuple(kids), now=flt.now), limit=len(kids))}
-    now = flt.now
-    return {
-        row.knowledge_id for row in states(look, limit=len(kids))
-        if row.state.lifecycle is Lifecycle.ACTIVE
-        and (now is None or row.state.expires_at is None or row.state.expires_at > now)
-    }
 
 
 @contextmanager

@@ -38,9 +38,8 @@ def listening(memory: MemoryWriter, name: str) -> list[str]:
     """Ids of the active records that ``name`` would invalidate (no body is decoded)."""
     flt = RecordFilter(events=(check_event_name(name),), lifecycles=(Lifecycle.ACTIVE,),
                        include_expired=True)
-    rowids = memory.store.rowids(flt)
-    names = memory.store.ids_for_rowids([int(r) for r in rowids])
-    return [names[int(r)] for r in rowids if int(r) in names]
+    store = memory.store
+    return [row.knowledge_id for row in store.states(flt, limit=max(1, store.count(flt)))]
 
 
 def fire_event(memory: MemoryWriter, name: str) -> list[str]:

@@ -55,6 +55,11 @@ def iso(ts: float | None) -> str | None:
 _LAST_SECOND: list[tuple[int | None, str]] = [(None, "")]
 
 
+def _accesses(memory: Memory, knowledge_id: str, since: float) -> int:
+    access = memory.access
+    return access.access_count_since(knowledge_id, since) if access is not None else 0
+
+
 def x_state(memory: Memory, item: StoredRecord, now: float) -> dict[str, Any]:
     """``{lifecycle, decay_status, effective_confidence, weight, access_count_7d, last_access,
     tier, envelope}`` (PROFILE §6).
@@ -73,7 +78,7 @@ def x_state(memory: Memory, item: StoredRecord, now: float) -> dict[str, Any]:
         "decay_status": decay.status.value,
         "effective_confidence": float(decay.effective_confidence),
         "weight": float(state.weight),
-        "access_count_7d": memory.store.access_count_since(item.knowledge_id, now - WEEK),
+        "access_count_7d": _accesses(memory, item.knowledge_id, now - WEEK),
         "last_access": iso(state.last_access),
         "tier": 0,
         # PROFILE §6: a record written without an envelope (an older writer) is served

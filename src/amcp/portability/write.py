@@ -236,5 +236,5 @@ def _commit(
                                outcome.duplicate_of, spec))
     for spec in specs:
         if spec.supersedes:
-            memory.searcher.removed(memory.store.rowid_of(spec.supersedes))
+            memory.searcher.drop(spec.supersedes)
     return out

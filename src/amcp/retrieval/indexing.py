@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from amcp.amf.record import AMFRecord
-from amcp.store.base import Store
+from amcp.store.base import Store, vectors_of
 
 if TYPE_CHECKING:
     from amcp.retrieval.embedders import Embedder
@@ -45,19 +45,20 @@ def embed_text(record: AMFRecord, sensitive: bool) -> str:
 
 def reindex(store: Store, embedder: Embedder | None, batch: int = 256) -> int:
     """Replace every vector with ``embedder``'s; the caller holds the transaction."""
-    store.clear_vectors()
+    vectors = vectors_of(store)
+    vectors.clear_vectors()
     if embedder is None:
         store.set_meta("embedding_model", "")
         return 0
     pending: list[tuple[str, str]] = []
-    for kid, _terms in store.iter_index_texts():
+    for kid, _terms in vectors.iter_index_texts():
         item = store.get(kid)
         if item is not None and item.record is not None:
             pending.append((kid, embed_text(item.record, item.state.sensitive)))
     for start in range(0, len(pending), batch):
         chunk = pending[start : start + batch]
         for (kid, _t), vec in zip(chunk, embedder.embed([t for _k, t in chunk]), strict=True):
-            store.set_vector(kid, vec)
+            vectors.set_vector(kid, vec)
     store.set_meta("embedding_model", embedder.model_id)
     store.set_meta("embedding_dim", str(embedder.dim))
     return len(pending)

@@ -14,23 +14,16 @@ import threading
 import time
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from contextlib import AbstractContextManager
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import TYPE_CHECKING
 
 from amcp.amf.timefmt import parse_ts
 from amcp.amf.types import Lifecycle
-from amcp.retrieval.fusion import Candidate, boost_coverage, coverage, rerank_score, rrf
-from amcp.retrieval.lexical import (
-    bm25_scores,
-    build_match,
-    common_terms,
-    prune_terms,
-    query_terms,
-    rescore,
-)
-from amcp.store.base import RecordFilter, Store, StoredRecord
+from amcp.retrieval.fusion import Candidate, rerank_score, rrf
+from amcp.retrieval.lexical_recall import LEXICAL_DEFAULTS as _LEX
+from amcp.retrieval.lexical_recall import LexicalHits, LexicalTuning, lexical_hits, with_coverage
+from amcp.store.base import RecordFilter, Store, StoredRecord, VectorSource, vectors_of
 from amcp.store.termstats import MAX_SCOPES, TermStats
 
 if TYPE_CHECKING:  # numpy and the vector index load only when vectors are used
@@ -72,21 +65,24 @@ class Hit:
 
 @dataclass(frozen=True, slots=True)
 class SearchTuning:
-    """The knobs of hybrid recall. Defaults were chosen on LoCoMo (bench/recall_locomo.py)."""
+    """The knobs of hybrid recall: the lexical ones (``LexicalTuning``, documented there,
+    shared with the hooks' fast reader) and the vector side's weight."""
 
-    candidates: int = 50  # per ranker, before fusion
-    rrf_k: int = 10  # LoCoMo: 10 beat 20 by ~1 R@10, 60 by ~3 (rank-1 agreement matters more)
-    lexical_weight: float = 1.25  # LoCoMo: words beat meaning slightly on conversational memory
+    candidates: int = _LEX.candidates
+    rrf_k: int = _LEX.rrf_k
+    lexical_weight: float = _LEX.lexical_weight
     vector_weight: float = 1.0
-    max_term_share: float = 0.2  # query terms in more of the records than this are dropped
-    context_weight: float = 0.5  # BM25 weight of context words vs the record's own (LoCoMo-tuned)
-    # Fused score x (1 + this x share of the query's too-common terms in the record's own
-    # text): LoCoMo +1.3 R@10, +2.1 R@5 on conversations 0-4, +1.5 / +2.5 on 5-9.
-    coverage_weight: float = 0.4
-    # A scoped recall re-scores this many of FTS5's best matches with the scope's own term
-    # statistics (FTS5 ranks with the whole store's) and keeps the best ``candidates``.
-    # LoCoMo dev (conversations 0-4): 50 → 76.8 R@10, 100 → 77.2, 200 → 77.0.
-    scope_depth: int = 100
+    max_term_share: float = _LEX.max_term_share
+    context_weight: float = _LEX.context_weight
+    coverage_weight: float = _LEX.coverage_weight
+    scope_depth: int = _LEX.scope_depth
+
+    @property
+    def lexical(self) -> LexicalTuning:
+        return LexicalTuning(
+            self.candidates, self.rrf_k, self.lexical_weight, self.max_term_share,
+            self.context_weight, self.coverage_weight, self.scope_depth,
+        )
 
     def __post_init__(self) -> None:
         for name in ("candidates", "rrf_k", "scope_depth"):
@@ -95,24 +91,6 @@ class SearchTuning:
         for name in ("lexical_weight", "vector_weight", "context_weight", "coverage_weight"):
             if getattr(self, name) < 0:
                 raise ValueError(f"SearchTuning.{name} must not be negative")
-
-
-@runtime_checkable
-class ChangeFeed(Protocol):
-    """What the searcher needs of a store to keep its vector index in step with the change
-    log and snapshot it (``SQLiteStore`` has it; a store without it rebuilds on open)."""
-
-    store_id: str
-
-    def change_head(self) -> tuple[int, str]: ...
-
-    def change_hash(self, seq: int) -> str | None: ...
-
-    def changed_vectors(
-        self, after_seq: int, upto_seq: int
-    ) -> list[tuple[int, bool, bytes | None]]: ...
-
-    def quiescent(self) -> AbstractContextManager[bool]: ...
 
 
 # Replaying more changes than this share of the index costs more than a rebuild from the
@@ -137,12 +115,19 @@ class HybridSearcher:
         snapshot: Path | None = None,
     ) -> None:
         self.store = store
-        self.embedder = embedder
+        caps = store.capabilities
+        # What the store offers: no lexical index means vector-only recall; no vectors (or
+        # no embedder) means lexical-only; no change feed means the index is rebuilt on
+        # open and never snapshotted.
+        self.lexical = caps.lexical
+        self.vectors = caps.vectors
+        self.feed = caps.feed
+        self.embedder = embedder if caps.vectors is not None else None
         self.tuning = tuning or SearchTuning()
         self.index: VectorIndex | None = None
         # The derived vector index persists next to the store once it has an ANN graph
         # (rebuilding a 100k graph takes minutes of CPU); see ``_load_snapshot``.
-        self.snapshot = snapshot if isinstance(store, ChangeFeed) else None
+        self.snapshot = snapshot if self.feed is not None else None
         self._seen = (0, "")  # the change-log head the index reflects
         self._saved: tuple[int, str] | None = None  # the head of the snapshot on disk
         self._ts_cache: dict[str, float] = {}
@@ -158,7 +143,7 @@ class HybridSearcher:
         if self.embedder is None:
             return None
         if self.index is None:
-            feed = self.store if isinstance(self.store, ChangeFeed) else None
+            feed = self.feed
             head = feed.change_head() if feed is not None else (0, "")
             index = self._load_snapshot()
             if index is None:
@@ -177,9 +162,10 @@ class HybridSearcher:
 
         assert self.embedder is not None
         index = vectors.VectorIndex(self.embedder.dim, ann_threshold=vectors.ANN_THRESHOLD)
-        live = self.store.rowids(RecordFilter(include_expired=True))
+        source = self._vectors()
+        live = source.rowids(RecordFilter(include_expired=True))
         live_set = set(live.tolist())
-        for ids, mat in self.store.iter_vectors():
+        for ids, mat in source.iter_vectors():
             keep = np.fromiter((i in live_set for i in ids.tolist()), dtype=bool, count=len(ids))
             if keep.any():
                 index.add(ids[keep], mat[keep])
@@ -187,8 +173,8 @@ class HybridSearcher:
 
     def _tag(self) -> str:
         assert self.embedder is not None
-        assert isinstance(self.store, ChangeFeed)
-        return f"{self.store.store_id} {self.embedder.model_id}"
+        assert self.feed is not None
+        return f"{self.feed.store_id} {self.embedder.model_id}"
 
     def _load_snapshot(self) -> VectorIndex | None:
         """The saved index, if it was taken of this store and model at a change that is
@@ -199,7 +185,7 @@ class HybridSearcher:
         from amcp.retrieval import vectors
 
         assert self.embedder is not None
-        assert isinstance(self.store, ChangeFeed)
+        assert self.feed is not None
         found = vectors.VectorIndex.load_tagged(
             self.snapshot, self.embedder.dim, ann_threshold=vectors.ANN_THRESHOLD
         )
@@ -207,7 +193,7 @@ class HybridSearcher:
             return None
         index, seq, tag = found
         base, _, chain_hash = tag.rpartition(" ")
-        if base != self._tag() or self.store.change_hash(seq) != chain_hash:
+        if base != self._tag() or self.feed.change_hash(seq) != chain_hash:
             return None
         self._seen = self._saved = (seq, chain_hash)
         return index
@@ -216,7 +202,7 @@ class HybridSearcher:
         """Apply changes this index has not seen — written by another process, or by this
         one through a path that does not call ``added``/``removed`` — so the index stays
         what a rebuild from the store would give. One indexed read when nothing changed."""
-        feed = self.store if isinstance(self.store, ChangeFeed) else None
+        feed = self.feed
         index = self.index
         if feed is None or index is None:
             return
@@ -252,7 +238,7 @@ class HybridSearcher:
         that many changes behind). Safe from any thread; True if written."""
         from amcp.retrieval.vectors import write_snapshot
 
-        feed = self.store if isinstance(self.store, ChangeFeed) else None
+        feed = self.feed
         index = self.index
         if feed is None or self.snapshot is None or index is None or not index.ann_ready:
             return False
@@ -281,6 +267,15 @@ class HybridSearcher:
             import numpy as np
 
             self.index.remove(np.array([rowid], dtype=np.int64))
+
+    def rowid_of(self, knowledge_id: str) -> int | None:
+        """The record's vector row key, if the store keeps vectors and has one."""
+        return self.vectors.rowid_of(knowledge_id) if self.vectors is not None else None
+
+    def drop(self, knowledge_id: str) -> None:
+        """Take a record that left the active set out of the vector index."""
+        if self.index is not None:
+            self.removed(self.rowid_of(knowledge_id))
 
     def reset(self) -> None:
         self.index = None
@@ -316,8 +311,11 @@ class HybridSearcher:
         return self._named(hits)
 
     def _named(self, hits: list[tuple[int, float]]) -> list[tuple[str, float]]:
-        names = self.store.ids_for_rowids([r for r, _ in hits])
+        names = self._vectors().ids_for_rowids([r for r, _ in hits])
         return [(names[r], s) for r, s in hits if r in names]
+
+    def _vectors(self) -> VectorSource:
+        return vectors_of(self.store)
 
     def _filtered_vector_search(
         self, index: VectorIndex, vector: np.ndarray, flt: RecordFilter, k: int
@@ -338,63 +336,35 @@ class HybridSearcher:
             size = min(n, int(k / share * 1.5) + k)
             if size > _PROBE_MAX:
                 break
-        rowids = self.store.rowids(flt)
+        rowids = self._vectors().rowids(flt)
         return index.search(vector, k, allowed=rowids) if len(rowids) else []
 
     def _filter_rowids(self, rowids: Sequence[int], flt: RecordFilter) -> set[int]:
-        if not rowids:
-            return set()
-        direct = getattr(self.store, "filter_rowids", None)
-        if direct is not None:  # one statement instead of two
-            return set(direct(rowids, flt))
-        names = self.store.ids_for_rowids(rowids)
-        flt_ids = replace(flt, ids=tuple(names.values()))
-        return set(self.store.rowids(flt_ids).tolist())
+        return set(self._vectors().filter_rowids(rowids, flt)) if rowids else set()
 
     def lexical_search(self, query: str, flt: RecordFilter, k: int) -> list[tuple[str, float]]:
         """BM25 over the query's informative terms (see ``prune_terms``)."""
-        return self._lexical(query, flt, k)[0]
+        return self._lexical(query, flt, k).hits
 
-    def _lexical(
-        self, query: str, flt: RecordFilter, k: int
-    ) -> tuple[list[tuple[str, float]], list[str], dict[str, str]]:
-        """BM25 hits, the query's common terms that BM25 was spared (for ``coverage``), and
-        the own terms of the records a scope-local re-scoring already read (else empty)."""
-        t = self.tuning
-        terms = query_terms(query)
-        local = self._scope_stats(flt, terms)
-        doc_freq, total = (
-            (local.doc_freq, local.docs) if local else self.store.term_doc_freq(terms)
-        )
-        kept = prune_terms(terms, doc_freq, total, max_share=t.max_term_share)
-        common = common_terms(terms, doc_freq, kept)
-        if not kept:
-            return [], common, {}
-        depth = k if local is None else max(k, t.scope_depth)
-        hits = self.store.search_lexical(
-            build_match(kept), flt, depth, context_weight=t.context_weight
-        )
-        if local is not None and hits:
-            texts = self.store.lexical_texts([kid for kid, _s in hits])
-            scores = bm25_scores(
-                kept, texts, local.doc_freq, local.docs, local.avg_len,
-                context_weight=t.context_weight,
-            )
-            hits = rescore(hits, scores)[:k]
-            return hits, common, {kid: own for kid, (own, _context) in texts.items()}
-        return hits, common, {}
+    def _lexical(self, query: str, flt: RecordFilter, k: int) -> LexicalHits:
+        """``lexical_recall.lexical_hits`` over the store's lexical index (none: no hits)."""
+        if self.lexical is None:
+            return LexicalHits([], [], {})
+        return lexical_hits(self.lexical, query, flt, k, self.tuning.lexical,
+                            lambda terms: self._scope_stats(flt, terms))
 
     def _scope_stats(self, flt: RecordFilter, terms: Sequence[str]) -> TermStats | None:
         """The scope's own term statistics when ``flt`` is a recall over a few scopes'
         active records (what the per-scope counts describe); None: use the whole store's."""
         if (
-            not terms
+            self.lexical is None
+            or not terms
             or flt.scopes is None
             or not 0 < len(flt.scopes) <= MAX_SCOPES
             or flt.lifecycles != (Lifecycle.ACTIVE,)
         ):
             return None
-        return self.store.scope_term_stats(flt.scopes, terms)
+        return self.lexical.scope_term_stats(flt.scopes, terms)
 
     def _vector_ahead(self, query: str, flt: RecordFilter, k: int) -> Future[_Ahead] | None:
         """Start the vector side of a recall on the searcher's worker thread, or None to run
@@ -456,12 +426,12 @@ class HybridSearcher:
         t = self.tuning
         pool = max(t.candidates, k)
         ahead = self._vector_ahead(query, flt, pool)
-        lexical_hits, common, read = self._lexical(query, flt, pool)
-        lexical = [kid for kid, _ in lexical_hits]
+        found = self._lexical(query, flt, pool)
+        lexical = [kid for kid, _ in found.hits]
         vector: list[tuple[str, float]] = []
         if ahead is not None:
-            qvec, found = ahead.result()
-            vector = self._named(found) if found is not None else self.vector_search(
+            qvec, searched = ahead.result()
+            vector = self._named(searched) if searched is not None else self.vector_search(
                 qvec, flt, pool
             )
         elif self.embedder is not None:
@@ -470,13 +440,8 @@ class HybridSearcher:
             lexical, vector, lexical_weight=t.lexical_weight, vector_weight=t.vector_weight,
             k=t.rrf_k,
         )
-        if common and t.coverage_weight and fused:
-            # Candidates whose text the scoped re-scoring read are not read again.
-            ids = [c.knowledge_id for c in fused]
-            own = {kid: read[kid] for kid in ids if kid in read}
-            own.update(self.store.own_terms([kid for kid in ids if kid not in own]))
-            shares = {kid: coverage(common, terms) for kid, terms in own.items()}
-            fused = boost_coverage(fused, shares, t.coverage_weight)
+        if self.lexical is not None:
+            fused = with_coverage(fused, found, self.lexical, t.lexical)
         return self._rerank(fused[:pool], k, now if now is not None else time.time(), flt)
 
     def _created_ts(self, created_at: str) -> float:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from amcp.amf.record import AMFRecord
 from amcp.amf.types import KnowledgeType, Lifecycle
+from amcp.errors import StoreError
 from amcp.store.termstats import TermStats
 
 if TYPE_CHECKING:
@@ -173,8 +174,155 @@ class IntegrityReport:
     mode: str = "head"
 
 
+class LexicalIndex(Protocol):
+    """Capability: a BM25 index over each record's own text and its context."""
+
+    def search_lexical(
+        self, terms: str, flt: RecordFilter, k: int, *, context_weight: float = 1.0
+    ) -> list[tuple[str, float]]:
+        """BM25 over the record's own terms and (weighted by ``context_weight``) its context."""
+        ...
+
+    def term_doc_freq(self, terms: Sequence[str]) -> tuple[dict[str, int], int]:
+        """The whole lexical index's document frequency of each term, and its size."""
+        ...
+
+    def scope_term_stats(self, scopes: Sequence[str], terms: Sequence[str]) -> TermStats:
+        """The same for the *active* records of ``scopes`` (plus '*'), with their token
+        count: the statistics of scope-local BM25 (``amcp.store.termstats``), kept in the
+        transaction of every write, lifecycle change and purge."""
+        ...
+
+    def lexical_texts(self, knowledge_ids: Sequence[str]) -> dict[str, tuple[str, str]]:
+        """The lexical index's (own terms, context) of each given record that has any."""
+        ...
+
+    def own_terms(self, knowledge_ids: Sequence[str]) -> dict[str, str]:
+        """The lexical index's own-text terms (not context) of each given record that has any."""
+        ...
+
+
+class VectorSource(Protocol):
+    """Capability: stored vectors keyed by a stable integer row key (the "rowid"), which
+    the in-process vector index (``amcp.retrieval.vectors``) is built from."""
+
+    def rowid_of(self, knowledge_id: str) -> int | None: ...
+
+    def rowids(self, flt: RecordFilter) -> np.ndarray:
+        """Row keys of every record passing ``flt`` (int64)."""
+        ...
+
+    def filter_rowids(self, rowids: Sequence[int], flt: RecordFilter) -> list[int]:
+        """Those of ``rowids`` whose record passes ``flt``, in the order given."""
+        ...
+
+    def named_rowids(self, rowids: Sequence[int], flt: RecordFilter) -> dict[int, str]:
+        """``filter_rowids`` with each passing row's knowledge id."""
+        ...
+
+    def ids_for_rowids(self, rowids: Sequence[int]) -> dict[int, str]: ...
+
+    def iter_vectors(self, after_rowid: int = 0) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        """(row keys, matrix) batches of every stored vector after ``after_rowid``."""
+        ...
+
+    def set_vector(self, knowledge_id: str, vector: np.ndarray) -> None: ...
+
+    def clear_vectors(self) -> None: ...
+
+    def iter_index_texts(self) -> Iterator[tuple[str, str]]:
+        """(knowledge id, indexed text) of every indexed record: what re-embedding reads."""
+        ...
+
+
+class ChangeFeed(Protocol):
+    """Capability: the change log read by sequence, which keeps a derived index (the
+    vector index, its snapshot) in step with the store without rebuilding it."""
+
+    store_id: str
+
+    def change_head(self) -> tuple[int, str]:
+        """The newest change's (seq, chain hash)."""
+        ...
+
+    def change_hash(self, seq: int) -> str | None: ...
+
+    def changed_vectors(
+        self, after_seq: int, upto_seq: int
+    ) -> list[tuple[int, bool, bytes | None]]:
+        """(rowid, still active, vector bytes) of records changed in ``(after, upto]``."""
+        ...
+
+    def changes_of(self, knowledge_id: str, limit: int = 200) -> list[Change]:
+        """The change-log entries naming one record, oldest first."""
+        ...
+
+    def quiescent(self) -> AbstractContextManager[bool]:
+        """Held while no write of this store runs; yields whether the store is idle."""
+        ...
+
+
+class AccessLog(Protocol):
+    """Capability: access statistics (how often and when records were served), buffered
+    by the store and written in the background by long-running servers."""
+
+    def touch(self, knowledge_ids: Sequence[str], when: float) -> None: ...
+
+    def access_count_since(self, knowledge_id: str, since: float) -> int: ...
+
+    def flush_in_background(self) -> None: ...
+
+
+class RawBodies(Protocol):
+    """Capability: sealed rows read in bulk without decoding their bodies, for a reader
+    that parses (and checks) the bytes itself (the context packer's cache)."""
+
+    def raw_bodies(
+        self, knowledge_ids: Sequence[str], flt: RecordFilter | None = None
+    ) -> list[tuple[str, RecordState, bytes | None, str | None]]:
+        """``(id, state, stored AMF bytes, row checksum)`` of each sealed row found; an
+        encrypted body or a tombstone comes back as None."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class Capabilities:
+    """What a backend offers beyond the core port, declared by the backend and wired by the
+    composition root (``Memory``); a missing one is ``None`` and its feature is off (no
+    lexical index: vector-only recall; no vectors: lexical-only), never probed for."""
+
+    lexical: LexicalIndex | None = None
+    vectors: VectorSource | None = None
+    feed: ChangeFeed | None = None
+    access: AccessLog | None = None
+    bodies: RawBodies | None = None
+
+
+def vectors_of(store: Store) -> VectorSource:
+    """The store's vector source, for code that only runs when vectors exist (a searcher
+    with an embedder has an index built from them); a backend without one is an error."""
+    vectors = store.capabilities.vectors
+    if vectors is None:
+        raise StoreError(f"{type(store).__name__} keeps no vectors")
+    return vectors
+
+
 class Store(Protocol):
-    """The port. Adapters: ``amcp.store.sqlite.SQLiteStore`` (default)."""
+    """The core port every backend implements: records, their state, the signed change
+    log, integrity and meta. Adapters: ``amcp.store.sqlite.SQLiteStore`` (default) and
+    ``amcp.store.postgres.PostgresStore``. Indexes and statistics a backend may or may not
+    have are its ``capabilities`` (docs/store.md)."""
+
+    @property
+    def capabilities(self) -> Capabilities:
+        """The optional parts this backend offers, for the composition root to wire."""
+        ...
+
+    def generation(self) -> int:
+        """A number that changes with every commit to the store, by this process or any
+        other (weights and access flushes included): what every cache of store reads is
+        keyed by, so no writer has to remember to invalidate anything."""
+        ...
 
     def atomic(self) -> AbstractContextManager[None]:
         """A transaction that nests: the outermost commits, an exception rolls all back."""
@@ -221,62 +369,16 @@ class Store(Protocol):
 
     def due_for_expiry(self, now: float, limit: int = 1000) -> list[str]: ...
 
-    def rowid_of(self, knowledge_id: str) -> int | None: ...
-
     def ids_with_prefix(self, prefix: str, limit: int) -> list[str]:
         """Up to ``limit`` stored knowledge ids (any lifecycle) starting with ``prefix``,
         sorted: what ``amcp.refs.resolve_ref`` turns a typed prefix into an id with."""
         ...
-
-    def set_vector(self, knowledge_id: str, vector: np.ndarray) -> None: ...
-
-    def clear_vectors(self) -> None: ...
-
-    def iter_index_texts(self) -> Iterator[tuple[str, str]]: ...
-
-    def access_count_since(self, knowledge_id: str, since: float) -> int: ...
 
     def query(
         self, flt: RecordFilter, *, limit: int = 100, after: str | None = None
     ) -> list[StoredRecord]: ...
 
     def count(self, flt: RecordFilter) -> int: ...
-
-    def rowids(self, flt: RecordFilter) -> np.ndarray: ...
-
-    def search_lexical(
-        self, terms: str, flt: RecordFilter, k: int, *, context_weight: float = 1.0
-    ) -> list[tuple[str, float]]:
-        """BM25 over the record's own terms and (weighted by ``context_weight``) its context."""
-        ...
-
-    def term_doc_freq(self, terms: Sequence[str]) -> tuple[dict[str, int], int]:
-        """The whole lexical index's document frequency of each term, and its size."""
-        ...
-
-    def scope_term_stats(self, scopes: Sequence[str], terms: Sequence[str]) -> TermStats:
-        """The same for the *active* records of ``scopes`` (plus '*'), with their token
-        count: the statistics of scope-local BM25 (``amcp.store.termstats``), kept in the
-        transaction of every write, lifecycle change and purge."""
-        ...
-
-    def lexical_texts(self, knowledge_ids: Sequence[str]) -> dict[str, tuple[str, str]]:
-        """The lexical index's (own terms, context) of each given record that has any."""
-        ...
-
-    def own_terms(self, knowledge_ids: Sequence[str]) -> dict[str, str]:
-        """The lexical index's own-text terms (not context) of each given record that has any."""
-        ...
-
-    def iter_vectors(self, after_rowid: int = 0) -> Iterator[tuple[np.ndarray, np.ndarray]]: ...
-
-    def ids_for_rowids(self, rowids: Sequence[int]) -> dict[int, str]: ...
-
-    def changes(self, since_hlc: int = 0, limit: int = 1000) -> list[Change]: ...
-
-    def touch(self, knowledge_ids: Sequence[str], when: float) -> None: ...
-
-    def set_weight(self, knowledge_id: str, weight: float) -> None: ...
 
     def subjects(self, flt: RecordFilter, *, limit: int | None = None) -> list[str]:
         """Distinct ``core.subject`` of the records passing ``flt``, sorted; all unless
@@ -290,11 +392,15 @@ class Store(Protocol):
         weight (high first), then newest created_at, then knowledge_id — else by rowid."""
         ...
 
+    def set_weight(self, knowledge_id: str, weight: float) -> None: ...
+
+    def changes(self, since_hlc: int = 0, limit: int = 1000) -> list[Change]: ...
+
+    def max_hlc(self) -> int: ...
+
     def get_meta(self, key: str) -> str | None: ...
 
     def set_meta(self, key: str, value: str) -> None: ...
-
-    def max_hlc(self) -> int: ...
 
     def verify(self, *, full: bool = False) -> IntegrityReport: ...
 

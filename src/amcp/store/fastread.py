@@ -44,7 +44,7 @@ from urllib.parse import quote
 
 import msgpack
 
-from amcp.amf.mapping import text_of
+from amcp.amf.mapping import redacted_statement, text_of
 from amcp.errors import StoreError, StoreIntegrityError
 from amcp.store import termstats
 from amcp.store.admit import GLOBAL, row_scopes
@@ -57,16 +57,10 @@ if TYPE_CHECKING:
     from typing import Any
 
     StrPath = str | os.PathLike[str]
+    # The fast reader's filter: the scopes asked for (plus global; all when empty) and the
+    # moment expiry is judged at (active and unexpired is implied).
+    Where = tuple[Sequence[str], float]
 
-# The defaults of amcp.retrieval.search.SearchTuning (tests/store/test_fastread.py keeps
-# them equal): repeated so this module need not import the record classes search.py needs.
-CANDIDATES = 50
-RRF_K = 10
-LEXICAL_WEIGHT = 1.25
-MAX_TERM_SHARE = 0.2
-CONTEXT_WEIGHT = 0.5
-COVERAGE_WEIGHT = 0.4
-SCOPE_DEPTH = 100
 _DAY = 86_400.0
 # A scope with at most this many records is read row by row and sorted: cheaper than
 # walking the ranked index past the records of other scopes (see FastReader.ranked).
@@ -146,6 +140,8 @@ class FastReader:
         self._data_key: Any = None
         # Records this reader left out because they failed verification (id -> why).
         self._left_out: dict[str, str] = {}
+        # (type, weight, created_at) of each lexical candidate seen, for the rerank.
+        self._cand_state: dict[str, tuple[str, float, str | None]] = {}
 
     def close(self) -> None:
         self._db.close()
@@ -289,7 +285,8 @@ class FastReader:
         signer = (rec.get("integrity") or {}).get("public_key")
         return FastRecord(
             values[0], str(rec["type"]), str((rec["meta"].get("project_scope") or ["*"])[0]),
-            float(weight), _redacted_text(rec) if sensitive else text_of(rec),
+            float(weight),
+            redacted_statement(rec["core"].get("subject"), ext) if sensitive else text_of(rec),
             kind if isinstance(kind, str) else None, sensitive,
             ext.get("x-provenance"), bool(self._node_key) and signer == self._node_key,
         )
@@ -391,8 +388,8 @@ class FastReader:
         total = self._q("SELECT MAX(rowid) FROM records_fts")[0][0]
         return {t: int(d) for t, d in rows}, int(total or 0)
 
-    def _texts(self, kids: Sequence[str]) -> dict[str, tuple[str, str]]:
-        """Both FTS columns (own terms, context) of each record: ``lexical_texts``."""
+    def lexical_texts(self, kids: Sequence[str]) -> dict[str, tuple[str, str]]:
+        """Both FTS columns (own terms, context) of each record."""
         if not kids:
             return {}
         rows = self._q("SELECT r.knowledge_id, f.terms, f.context FROM records r JOIN"
@@ -400,15 +397,29 @@ class FastReader:
                        f" ({_marks(len(kids))})", list(kids))
         return {kid: (terms or "", context or "") for kid, terms, context in rows}
 
-    def _lexical_candidates(self, match: str, scopes: Sequence[str], now: float, pool: int
-                            ) -> list[tuple[str, str, float, str | None]]:
-        """The ``pool`` best BM25 matches that pass the filters: (id, type, weight, created).
+    def own_terms(self, kids: Sequence[str]) -> dict[str, str]:
+        return {kid: own for kid, (own, _context) in self.lexical_texts(kids).items()}
+
+    def search_lexical(self, terms: str, flt: Where, k: int, *, context_weight: float = 1.0
+                       ) -> list[tuple[str, float]]:
+        """The ``k`` best BM25 matches that pass ``flt`` (``LexicalReads`` for the shared
+        pipeline); the state of each is kept for the rerank (``_cand_state``)."""
+        rows = self._lexical_candidates(terms, flt, k, context_weight)
+        self._cand_state.update({kid: (ktype, weight, created)
+                                 for kid, ktype, weight, created, _s in rows})
+        return [(kid, score) for kid, _t, _w, _c, score in rows]
+
+    def _lexical_candidates(self, match: str, flt: Where, pool: int, context_weight: float
+                            ) -> list[tuple[str, str, float, str | None, float]]:
+        """The ``pool`` best BM25 matches that pass the filters: (id, type, weight, created,
+        score).
 
         ``SQLiteStore.search_lexical`` joins every match to its row before sorting; at 10k
         records a common term matches thousands, and each join reads a row that carries its
         body. Here FTS5 ranks the matches alone, and rows are read in rank order, a batch
         at a time, only until ``pool`` pass. Same answer: both orders are by score with ties
         in rowid order (SQLite's sorter is stable and FTS5 yields rowids ascending)."""
+        scopes, now = flt
         scope_sql, scope_params = "", []
         if scopes:
             wanted = (*scopes, "*")
@@ -417,16 +428,17 @@ class FastReader:
             scope_sql = (" AND EXISTS (SELECT 1 FROM record_scopes s WHERE s.rid = r.rowid"
                          f" AND s.scope IN ({_marks(len(wanted))}))")
             scope_params = list(wanted)
-        out: list[tuple[str, str, float, str | None]] = []
+        out: list[tuple[str, str, float, str | None, float]] = []
         offset, page = 0, 2 * pool  # most matches pass the filters: one page usually does
         while True:
             # A LIMIT lets SQLite keep a top-N heap instead of sorting every match.
-            ids = [r[0] for r in self._q(
-                "SELECT rowid FROM records_fts WHERE records_fts MATCH ?"
-                " ORDER BY bm25(records_fts, 1.0, ?), rowid LIMIT ? OFFSET ?",
-                (match, CONTEXT_WEIGHT, page, offset))]
-            if not ids:
+            ranked = self._q(
+                "SELECT rowid, -bm25(records_fts, 1.0, ?) AS score FROM records_fts"
+                " WHERE records_fts MATCH ? ORDER BY score DESC, rowid LIMIT ? OFFSET ?",
+                (context_weight, match, page, offset))
+            if not ranked:
                 return out
+            ids = [r[0] for r in ranked]
             # NOT INDEXED: look the ids up by rowid. Left to itself SQLite walks the
             # records_ranked index over every active record (lifecycle=?) and tests each
             # against the IN list: ~8 ms at 10k records instead of ~1.
@@ -438,9 +450,9 @@ class FastReader:
                 [*ids, *scope_params, now])
             passed = {rid: (kid, ktype, weight, created)
                       for rid, kid, ktype, weight, created in rows}
-            for rid in ids:
+            for rid, score in ranked:
                 if rid in passed:
-                    out.append(passed[rid])
+                    out.append((*passed[rid], float(score)))
                     if len(out) == pool:
                         return out
             if len(ids) < page:
@@ -450,51 +462,24 @@ class FastReader:
     def search(self, query: str, scopes: Sequence[str], k: int, *,
                now: float | None = None) -> list[FastRecord]:
         """Lexical recall of active records in ``scopes`` (plus ``*``; all when empty):
-        ``Memory.recall(query, k=k, scope=scopes)`` without an embedder, read-only."""
+        ``Memory.recall(query, k=k, scope=scopes)`` without an embedder, read-only — the
+        same pipeline (``retrieval.lexical_recall``), fusion and rerank."""
         from amcp.amf.timefmt import parse_ts
         from amcp.amf.types import KnowledgeType
-        from amcp.retrieval.fusion import boost_coverage, coverage, rerank_score, rrf
-        from amcp.retrieval.lexical import (
-            bm25_scores,
-            build_match,
-            common_terms,
-            prune_terms,
-            query_terms,
-            rescore,
-        )
+        from amcp.retrieval.fusion import rerank_score, rrf
+        from amcp.retrieval.lexical_recall import LEXICAL_DEFAULTS as T
+        from amcp.retrieval.lexical_recall import lexical_hits, with_coverage
 
         now = time.time() if now is None else now
-        terms = query_terms(query)
-        # Scope-local statistics as HybridSearcher._lexical uses them (amcp.store.termstats).
-        local = (
-            termstats.read(self._q, scopes, terms)
-            if terms and 0 < len(scopes) <= termstats.MAX_SCOPES
-            else None
-        )
-        doc_freq, total = (local.doc_freq, local.docs) if local else self.term_doc_freq(terms)
-        kept = prune_terms(terms, doc_freq, total, max_share=MAX_TERM_SHARE)
-        if not kept:
-            return []
-        pool = max(CANDIDATES, k)
-        depth = pool if local is None else max(pool, SCOPE_DEPTH)
-        rows = self._lexical_candidates(build_match(kept), scopes, now, depth)
-        state = {kid: (ktype, weight, created) for kid, ktype, weight, created in rows}
-        ranked = [r[0] for r in rows]
-        texts = self._texts(ranked) if local is not None else {}
-        if local is not None:
-            scores = bm25_scores(kept, texts, local.doc_freq, local.docs, local.avg_len,
-                                 context_weight=CONTEXT_WEIGHT)
-            ranked = [kid for kid, _s in rescore([(kid, 0.0) for kid in ranked], scores)]
-        fused = rrf(ranked[:pool], [], lexical_weight=LEXICAL_WEIGHT, k=RRF_K)
-        common = common_terms(terms, doc_freq, kept)
-        if common and fused:
-            own = {kid: t[0] for kid, t in texts.items()} if texts else {
-                kid: t[0] for kid, t in self._texts([c.knowledge_id for c in fused]).items()}
-            fused = boost_coverage(
-                fused, {kid: coverage(common, t) for kid, t in own.items()}, COVERAGE_WEIGHT)
+        pool = max(T.candidates, k)
+        found = lexical_hits(self, query, (scopes, now), pool, T,
+                             lambda terms: self._scope_stats(scopes, terms))
+        fused = rrf([kid for kid, _s in found.hits], [], lexical_weight=T.lexical_weight,
+                    k=T.rrf_k)
+        fused = with_coverage(fused, found, self, T)
         scored: list[tuple[float, str]] = []
         for cand in fused:
-            ktype, weight, created = state[cand.knowledge_id]
+            ktype, weight, created = self._cand_state[cand.knowledge_id]
             if created is None:
                 continue
             age = (now - parse_ts(created).timestamp()) / _DAY
@@ -503,6 +488,12 @@ class FastReader:
             scored.append((score, cand.knowledge_id))
         scored.sort(key=lambda sc: (-sc[0], sc[1]))
         return self._records([kid for _s, kid in scored[:k]], scopes, now)
+
+    def _scope_stats(self, scopes: Sequence[str], terms: Sequence[str]) -> Any:
+        """Scope-local statistics as ``HybridSearcher._scope_stats`` reads them."""
+        if 0 < len(scopes) <= termstats.MAX_SCOPES:
+            return termstats.read(self._q, scopes, terms)
+        return None
 
 
 _SEALED_COLS = ", ".join(f"r.{c}" for c in SEALED)
@@ -523,15 +514,6 @@ def _passes(values: Sequence[Any], scopes: set[str] | None, now: float,
         and (kinds is None or values[_KIND] in kinds)
         and (scopes is None or any(s in scopes for s in row_scopes(values)))
     )
-
-
-def _redacted_text(rec: dict[str, Any]) -> str:
-    """``amcp.amf.redact.redact(record).text`` for a sensitive record."""
-    from amcp.amf.redact import REDACTED
-
-    hint = (rec.get("vendor_extensions") or {}).get("x-redacted-display")
-    shown = hint if isinstance(hint, str) and hint else REDACTED
-    return f"{rec['core'].get('subject')}: {shown}"
 
 
 __all__ = ["FastReader", "FastRecord", "NeedsMemory", "StaleStore", "Unreconciled"]

@@ -35,6 +35,7 @@ from amcp.store import sqlite_rows as col
 from amcp.store import termstats
 from amcp.store.admit import admits, scopes_text
 from amcp.store.base import (
+    Capabilities,
     ChangeOp,
     IntegrityReport,
     PutItem,
@@ -127,6 +128,10 @@ class SQLiteStore(StateChanges, VerifiedReads, ChangeLog, IndexReads, AccessStat
         self._decoded: OrderedDict[tuple[str, bytes], AMFRecord] = OrderedDict()
         self._hot_rows: dict[str, Any] = {}
         self._cached_at: tuple[object, int] = (None, -1)  # see _caches_current
+        self._generation = 0  # moves when _caches_current sees a commit: see generation()
+        self._capabilities = Capabilities(
+            lexical=self, vectors=self, feed=self, access=self, bodies=self
+        )
         self._wal_watch: WalWatch | None = None
         self._raw_states = {}  # see IndexReads.raw_bodies
         self._rowid_of = {}
@@ -205,6 +210,21 @@ class SQLiteStore(StateChanges, VerifiedReads, ChangeLog, IndexReads, AccessStat
             self._remember_places()
             self._upsert_meta("witnessed", "1")
         return self.store_id
+
+    @property
+    def capabilities(self) -> Capabilities:
+        """Everything: one SQLite file holds the FTS5 index, the vectors, the change log,
+        the access statistics and the raw bodies beside the records."""
+        return self._capabilities
+
+    def generation(self) -> int:
+        """Moves with every commit, ours or another process's (``_caches_current``).
+        Inside our own transaction it moves on every call: what is read there may still
+        be rolled back, so nothing read there can be cached for later."""
+        with self._lock:
+            if not self._caches_current():
+                self._generation += 1
+            return self._generation
 
     def close(self) -> None:
         self._stop_flusher()  # first: it takes the lock to write, and the lock closes the db
@@ -478,6 +498,7 @@ class SQLiteStore(StateChanges, VerifiedReads, ChangeLog, IndexReads, AccessStat
             self._hot_rows.clear()
             self._stored_counts.clear()
             self._cached_at = stamp
+            self._generation += 1
         return True
 
     def get_many(self, knowledge_ids: Sequence[str]) -> list[StoredRecord]:

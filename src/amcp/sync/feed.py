@@ -251,7 +251,7 @@ def _apply_supersede(memory: MemoryWriter, kid: str, found: StoredRecord, new: A
         kid, ChangeOp.SUPERSEDE, hlc=memory.clock.send(), lifecycle=Lifecycle.SUPERSEDED,
         superseded_by=new,
     )
-    memory.searcher.removed(memory.store.rowid_of(kid))
+    memory.searcher.drop(kid)
     return True
 
 

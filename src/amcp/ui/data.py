@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, TypeVar, runtime_checkable
+from typing import Any, TypeVar
 
 from amcp.amf.ids import verify_integrity
 from amcp.amf.record import AMFRecord
@@ -32,13 +32,6 @@ Locked = Callable[..., Any]
 SNIPPET = 280  # characters of a record's text in a result row; the record page shows all
 LINEAGE_MAX = 50  # versions followed each way from the record shown
 ALL_LIFECYCLES = tuple(Lifecycle)
-
-
-@runtime_checkable
-class ChangeHistory(Protocol):
-    """A store that can list the change-log entries naming one record (``SQLiteStore``)."""
-
-    def changes_of(self, knowledge_id: str, limit: int = 200) -> list[Change]: ...
 
 
 # ---------------------------------------------------------------------------- search
@@ -358,10 +351,8 @@ def record_page(memory: Memory, locked: Locked, who: Caller, knowledge_id: str) 
     item = visible(memory, locked, who, knowledge_id)
     rec = item.record
     assert rec is not None
-    store = memory.store
-    changes: list[Change] = (
-        locked(store.changes_of, knowledge_id) if isinstance(store, ChangeHistory) else []
-    )
+    feed = memory.store.capabilities.feed
+    changes: list[Change] = locked(feed.changes_of, knowledge_id) if feed is not None else []
     now = time.time()
     try:
         who.check_write(rec.meta.project_scope)
@@ -379,7 +370,6 @@ def record_page(memory: Memory, locked: Locked, who: Caller, knowledge_id: str) 
 
 __all__ = [
     "Breakdown",
-    "ChangeHistory",
     "Point",
     "RecordPage",
     "Row",

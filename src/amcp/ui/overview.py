@@ -17,7 +17,6 @@ from amcp.amf.types import Lifecycle
 from amcp.clock import Timestamp
 from amcp.errors import ConflictError
 from amcp.memory import Memory, WriteOutcome
-from amcp.retrieval.search import ChangeFeed
 from amcp.session.policy import Mode
 from amcp.store.base import RecordFilter
 from amcp.ui.actions import Done
@@ -92,8 +91,8 @@ class IntegrityCache:
         self._last: tuple[Any, Integrity] | None = None
 
     def get(self, memory: Memory, locked: Locked) -> Integrity:
-        store: Any = memory.store
-        head = locked(store.change_head) if isinstance(store, ChangeFeed) else None
+        feed = memory.store.capabilities.feed
+        head = locked(feed.change_head) if feed is not None else None
         with self._lock:
             if head is not None and self._last is not None and self._last[0] == head:
                 return self._last[1]
