@@ -3,7 +3,8 @@
 No SQL on either side, so any pair of adapters works: SQLite → PostgreSQL, back, or
 SQLite → SQLite. The source's change log is replayed onto the destination in the log's
 (HLC, seq) order — each record's own order — as the port calls that wrote it: a ``put``
-with the record's body, vector, lexical terms, lifecycle, sensitivity and expiry; each
+with the record's body, vector and lexical terms (read through the source's vector and
+lexical capabilities, when it has them), lifecycle, sensitivity and expiry; each
 lifecycle change (``set_state``), learned weight (``set_weight``) and purge (a tombstone).
 The destination's node signs its own chain over those entries, and the source's verified
 head is recorded in the destination's meta (``copied_from``), so the copy names what it
@@ -27,7 +28,15 @@ from typing import TYPE_CHECKING, Any
 
 from amcp.amf.types import Lifecycle
 from amcp.errors import ConflictError, StoreError, StoreIntegrityError
-from amcp.store.base import Change, ChangeOp, PutItem, RecordFilter, Store, StoredRecord
+from amcp.store.base import (
+    Change,
+    ChangeOp,
+    PutItem,
+    RecordFilter,
+    Store,
+    StoredRecord,
+    VectorSource,
+)
 
 if TYPE_CHECKING:
     import numpy as np
@@ -158,13 +167,23 @@ def _log(store: Store) -> Iterator[list[Change]]:
 
 class _Vectors:
     """The source's vectors by row, read once in row order beside the log replay (puts
-    come in about row order, so few are held at a time)."""
+    come in about row order, so few are held at a time). A source without the vector
+    capability has none to give."""
 
-    def __init__(self, src: Store) -> None:
-        self._pages = src.iter_vectors()
+    def __init__(self, source: VectorSource | None) -> None:
+        self._source = source
+        self._pages = source.iter_vectors() if source is not None else iter(())
         self._held: dict[int, np.ndarray] = {}
         self._top = 0
-        self._done = False
+        self._done = source is None
+
+    def rows(self, kids: Sequence[str]) -> dict[str, int]:
+        """The row key of each of ``kids`` that has one."""
+        if self._source is None:
+            return {}
+        found = self._source.rowids(RecordFilter(ids=tuple(kids), lifecycles=None,
+                                                 include_expired=True))
+        return {kid: row for row, kid in self._source.ids_for_rowids(found.tolist()).items()}
 
     def take(self, rowid: int) -> np.ndarray | None:
         while not self._done and self._top < rowid:
@@ -181,7 +200,8 @@ class _Vectors:
 class _Replay:
     def __init__(self, src: Store, dst: Store, tally: _Tally) -> None:
         self.src, self.dst, self.tally = src, dst, tally
-        self.vectors = _Vectors(src)
+        self.vectors = _Vectors(src.capabilities.vectors)
+        self.lexical = src.capabilities.lexical
         self.gone: set[str] = set()  # purged in the source: only its tombstone is copied
         self.kept: set[str] = set()  # already in the destination (allow_nonempty)
         self.puts: list[Change] = []
@@ -230,8 +250,8 @@ class _Replay:
         puts, self.puts = self.puts, []
         kids = list(dict.fromkeys(c.knowledge_id for c in puts))
         found = {s.knowledge_id: s for s in self.src.get_many(kids)}
-        texts = self.src.lexical_texts(kids)
-        rows = _rowids(self.src, kids)
+        texts = self.lexical.lexical_texts(kids) if self.lexical is not None else {}
+        rows = self.vectors.rows(kids)
         items: list[PutItem] = []
         for change in puts:
             item = self._item(change, found.get(change.knowledge_id), texts, rows)
@@ -262,11 +282,6 @@ class _Replay:
             terms or None, context or None, stored.state.sensitive, stored.state.expires_at,
             Lifecycle(change.details.get("lifecycle", Lifecycle.ACTIVE.value)),
         )
-
-
-def _rowids(src: Store, kids: Sequence[str]) -> dict[str, int]:
-    found = src.rowids(RecordFilter(ids=tuple(kids), lifecycles=None, include_expired=True))
-    return {kid: rowid for rowid, kid in src.ids_for_rowids(found.tolist()).items()}
 
 
 def _checks(src: Store, dst: Store, tally: _Tally, src_seq: int) -> list[CopyCheck]:
