@@ -238,3 +238,21 @@ def test_copy_sqlite_to_postgres_and_back(sqlite_source: Path, team: str, tmp_pa
     code, out = cli("store", "copy", str(sqlite_source), team, caplog=caplog)
     assert_one_line_error(code, out, PASSWORD, caplog=caplog)
     assert "not empty" in out
+
+
+def test_amcp_store_and_where_the_keys_live(team: str, tmp_path: Path,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """``AMCP_STORE`` names the database; its node keys live in the per-user state
+    directory under the database's slug (no file beside a database), never its password."""
+    from amcp.store.url import parse_store_url
+
+    monkeypatch.setenv("AMCP_STATE_DIR", str(tmp_path / "state"))
+    res = runner.invoke(app, ["init", "--embedder", "hashing"], env={"AMCP_STORE": team})
+    assert res.exit_code == 0, res.output
+    anchor = parse_store_url(team).anchor
+    assert (anchor.parent / "keys" / "node.ed25519.pem").exists()
+    assert anchor.parent.parent == tmp_path / "state" / "postgres"
+    assert PASSWORD not in str(anchor)
+    with Memory(team, embedder="hashing") as mem:
+        assert mem.keyring.directory == anchor.parent / "keys"
+        assert mem.stats().records == 0
