@@ -19,8 +19,9 @@ if TYPE_CHECKING:
 store_app = typer.Typer(help="Whole stores: copy one into another (SQLite ⇄ PostgreSQL).",
                         no_args_is_help=True)
 
-Where = Annotated[str, typer.Argument(
-    help="A store file, sqlite:PATH or postgresql://USER:PASS@HOST/DB.")]
+_FORMS = "A store file, sqlite:PATH or postgresql://USER:PASS@HOST/DB."
+Source = Annotated[str, typer.Argument(metavar="SOURCE", help=_FORMS)]
+Destination = Annotated[str, typer.Argument(metavar="DESTINATION", help=_FORMS)]
 
 
 @contextmanager
@@ -40,8 +41,8 @@ def _opened(location: StoreLocation) -> Iterator[Store]:
 @store_app.command("copy")
 @friendly
 def copy_cmd(
-    source: Where,
-    destination: Where,
+    source: Source,
+    destination: Destination,
     into_nonempty: Annotated[bool, typer.Option(
         "--into-nonempty", help="Add to a destination that already holds records (those it "
         "holds are kept as they are).")] = False,
