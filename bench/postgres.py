@@ -198,9 +198,10 @@ def opening(where: str, repeats: int = 5) -> dict[str, Any]:
             "opens": repeats, "load_avg_1m": load()}
 
 
-def writer(where: str, seconds: float, start: Any, out: Any) -> None:
-    """One writer process: ``remember`` until ``seconds`` after ``start``; reports its
-    acknowledged ids and every error by kind."""
+def writer(where: str, seconds: float, batch: int, start: Any, out: Any) -> None:
+    """One writer process: ``remember`` (``remember_many`` of ``batch`` records when
+    ``batch`` > 1: one transaction, every record acknowledged) until ``seconds`` after
+    ``start``; reports its acknowledged ids and every error by kind."""
     from amcp.errors import StoreIntegrityError
     from amcp.memory import Memory
 
@@ -217,8 +218,13 @@ def writer(where: str, seconds: float, start: Any, out: Any) -> None:
     try:
         while time.perf_counter() - began < seconds:
             try:
-                acked.append(mem.remember(f"writer {os.getpid()} note {len(acked)}: "
-                                          f"{uuid.uuid4().hex}", scope="bench:w").knowledge_id)
+                if batch == 1:
+                    acked.append(mem.remember(f"writer {os.getpid()} note {len(acked)}: "
+                                              f"{uuid.uuid4().hex}", scope="bench:w").knowledge_id)
+                else:
+                    acked.extend(o.knowledge_id for o in mem.remember_many(
+                        {"text": f"writer {os.getpid()} note {len(acked) + j}: "
+                         f"{uuid.uuid4().hex}", "scope": "bench:w"} for j in range(batch)))
             except StoreIntegrityError as exc:
                 alarms += 1
                 errors[f"{type(exc).__name__}: {exc}"[:160]] = errors.get(str(exc), 0) + 1
@@ -248,12 +254,13 @@ def opener(where: str, stop: Any, out: Any) -> None:
     out.put((opens, alarms, errors))
 
 
-def writers(where: str, n: int, seconds: float) -> dict[str, Any]:
+def writers(where: str, n: int, seconds: float, batch: int) -> dict[str, Any]:
     from amcp.memory import Memory
 
     ctx = mp.get_context("spawn")
     start, stop, out, seen = ctx.Event(), ctx.Event(), ctx.Queue(), ctx.Queue()
-    procs = [ctx.Process(target=writer, args=(where, seconds, start, out)) for _ in range(n)]
+    procs = [ctx.Process(target=writer, args=(where, seconds, batch, start, out))
+             for _ in range(n)]
     watch = ctx.Process(target=opener, args=(where, stop, seen))
     with Memory(where, embedder="hashing"):
         pass  # created (and the hashing model recorded) before the race
@@ -278,7 +285,7 @@ def writers(where: str, n: int, seconds: float) -> dict[str, Any]:
         for k, v in r[2].items():
             errors[k] = errors.get(k, 0) + v
     return {
-        "writers": n, "seconds": seconds, "acknowledged": len(acked),
+        "writers": n, "records_per_call": batch, "seconds": seconds, "acknowledged": len(acked),
         "acknowledged_per_s": round(len(acked) / window, 1),
         "lost": len(set(acked) - found), "chain_valid": audit.ok,
         "audit_problems": list(audit.problems[:3]),
@@ -363,6 +370,8 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=2000)
     ap.add_argument("--writers", type=int, default=8)
     ap.add_argument("--write-seconds", type=float, default=20.0)
+    ap.add_argument("--write-batches", type=int, nargs="+", default=[1, 16],
+                    help="records per call: 1 = one remember per write")
     ap.add_argument("--skip", nargs="*", default=[], choices=["recall", "open", "writers"])
     ap.add_argument("--sqlite-store", type=Path, default=CACHED_100K)
     ap.add_argument("--dsn", help="a PostgreSQL server of your own (admin DSN)")
@@ -383,10 +392,13 @@ def main() -> None:
                 rows.append(run_size(size, work, admin, args))
             if "writers" not in args.skip:
                 for backend in args.backends:
-                    where = (new_database(admin)[0] if backend == "postgres" and admin
-                             else str(work / f"writers-{uuid.uuid4().hex[:6]}" / "memory.db"))
-                    writes[backend] = writers(where, args.writers, args.write_seconds)
-                    print(f"writers {backend}: {writes[backend]}", flush=True)
+                    writes[backend] = []
+                    for batch in args.write_batches:
+                        where = (new_database(admin)[0] if backend == "postgres" and admin
+                                 else str(work / f"writers-{uuid.uuid4().hex[:6]}" / "m.db"))
+                        got = writers(where, args.writers, args.write_seconds, batch)
+                        writes[backend].append(got)
+                        print(f"writers {backend}: {got}", flush=True)
     finally:
         if args.data is None:
             shutil.rmtree(work, ignore_errors=True)
