@@ -13,7 +13,9 @@ seq is at or below the log's end and its hash is the log's hash there).
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import msgpack
@@ -30,6 +32,7 @@ from amcp.store.postgres.verified import RowVerifier
 from amcp.store.rowseal import DELETED, EDITED, STALE_ROW, UNLOGGED, Sealer, digest_of
 from amcp.store.sqlite_rows import BODY, CHAIN_SEQ, FACTS, KID, ROW_COLS, ROWID, SEAL
 
+_WITNESS_TRIES = 5
 _INDEX_TABLES = (
     (census.SCOPES, "record_scopes"), (census.TAGS, "record_tags"),
     (census.LEXICAL, "lexical"), (census.VECTORS, "vectors"),
@@ -77,7 +80,7 @@ class Verifier:
         return report
 
     def verify(self, *, full: bool = False, since: Witness | None = None) -> IntegrityReport:
-        seen = self._keyring.read_witnesses(self._log.store_id, self._log.witness_places())
+        seen = self._witnesses()
         damaged: dict[str, str] = {}
         warnings: list[str] = []
         with self._db.snapshot() as conn:
@@ -98,6 +101,20 @@ class Verifier:
             head=prev if not problems else "", walked=seq_seen - start,
             damaged=tuple(sorted(damaged.items())), mode="full" if full else "head",
         )
+
+    def _witnesses(self) -> list[tuple[Path, Witness | None]]:
+        """Every witness. A peer process may be overwriting one in place as it is read (a
+        fixed-width write, but not atomic against a read): a malformed read is tried again
+        before it counts, so a peer's commit is never mistaken for tampering."""
+        places = self._log.witness_places()
+        for attempt in range(_WITNESS_TRIES):
+            try:
+                return self._keyring.read_witnesses(self._log.store_id, places)
+            except StoreIntegrityError:
+                if attempt == _WITNESS_TRIES - 1:
+                    raise
+                time.sleep(0.01)
+        raise AssertionError("unreachable")
 
     def _check_head(self, conn: Connection, seq: int, prev: str) -> tuple[Head | None, list[str]]:
         if get_meta(conn, "node_key") != public_key_text(self._keyring.signing_key.public_key()):
