@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
@@ -207,6 +208,11 @@ class ChangeLog:
             (int(r), bool(a), None if v is None else v.to_numpy().astype(np.float32).tobytes())
             for r, a, v in rows
         ]
+
+    def quiescent(self) -> AbstractContextManager[bool]:
+        """Held while no write of this process runs (writers of other processes go on:
+        what is derived from the feed reads by seq, so a later commit is only newer)."""
+        return self._db.quiet()
 
     def write_changes(self, conn: Connection, rows: Sequence[tuple[Any, ...]]) -> None:
         """Insert pre-chained changes (``put_many``'s batch)."""

@@ -6,7 +6,7 @@ SQLite's FTS5 scores it (``bm25``), and the per-scope term statistics of scope-l
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from amcp.store import sqlite_census as census
@@ -198,12 +198,3 @@ class LexicalIndex:
                 "ON f.rowid = r.rowid WHERE r.knowledge_id = ANY(%s)",
                 (list(knowledge_ids),),
             ).fetchall()
-
-    def iter_index_texts(self) -> Iterator[tuple[str, str]]:
-        """(knowledge_id, lexical text) of every live record, for reindexing."""
-        with self._db.read() as conn:
-            rows = conn.execute(
-                "SELECT r.knowledge_id, f.terms FROM records r JOIN lexical f "
-                "ON f.rowid = r.rowid WHERE r.lifecycle != 'purged' ORDER BY r.rowid"
-            ).fetchall()
-        yield from ((str(k), str(t)) for k, t in rows)

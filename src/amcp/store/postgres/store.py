@@ -28,6 +28,7 @@ from amcp.amf.types import Lifecycle
 from amcp.errors import StoreError, StoreIntegrityError
 from amcp.keyring import Keyring, Witness
 from amcp.store.base import (
+    Capabilities,
     Change,
     ChangeOp,
     IntegrityReport,
@@ -98,7 +99,7 @@ class PostgresStore:
         self.access = AccessLog(self._db, self._writing)
         self._rows = RowVerifier(keyring, Sealer(b"", ""), self.access.state)
         self.lexical = LexicalIndex(self._db, delta)
-        self.vectors = VectorSource(self._db, delta)
+        self.vectors = VectorSource(self._db, delta, self._rows, self._writing)
         self._content_secret = keyring.derive("content-key")
         self._reads = RecordReads(self._db, self._rows, self.content_key)
         self._writes = RecordWrites(
@@ -107,6 +108,10 @@ class PostgresStore:
             content_key=self.content_key,
         )
         self._listener: Listener | None = None
+        self._capabilities = Capabilities(
+            lexical=self.lexical, vectors=self.vectors, feed=self._log, access=self.access,
+            bodies=self._reads,
+        )
         try:
             self.store_id = self._ensure_store_id()
             self._log.store_id = self.store_id
@@ -174,8 +179,18 @@ class PostgresStore:
     def __exit__(self, *_exc: object) -> None:
         self.close()
 
+    @property
+    def capabilities(self) -> Capabilities:
+        """All of them, each its own part: the postings index, pgvector, the change feed,
+        the access statistics, raw bodies."""
+        return self._capabilities
+
     def generation(self) -> int:
-        """Moves with every commit, this process's or (once its NOTIFY arrives) a peer's."""
+        """Moves with every commit, this process's or (once its NOTIFY arrives) a peer's.
+        Inside this thread's own write transaction it moves on every call: what is read
+        there may still be rolled back, so nothing read there may be cached."""
+        if self._db.in_transaction:
+            self._generation.bump()
         return self._generation.value
 
     def wait_for_commit(self, after: int, timeout_s: float) -> int:
@@ -346,74 +361,3 @@ class PostgresStore:
         seq, head = self._log.change_head()
         self.keyring.write_witness(self.store_id, Witness(seq, head or GENESIS),
                                    self._log.witness_places())
-
-    # ------------------------------------------------------------------ today's wide port
-    # Until the narrow port lands (issue 16 item 1), Memory calls these on the store itself;
-    # each is its capability's method.
-
-    def search_lexical(
-        self, terms: str, flt: RecordFilter, k: int, *, context_weight: float = 1.0
-    ) -> list[tuple[str, float]]:
-        return self.lexical.search_lexical(terms, flt, k, context_weight=context_weight)
-
-    def term_doc_freq(self, terms: Sequence[str]) -> tuple[dict[str, int], int]:
-        return self.lexical.term_doc_freq(terms)
-
-    def scope_term_stats(self, scopes: Sequence[str], terms: Sequence[str]) -> Any:
-        return self.lexical.scope_term_stats(scopes, terms)
-
-    def lexical_texts(self, knowledge_ids: Sequence[str]) -> dict[str, tuple[str, str]]:
-        return self.lexical.lexical_texts(knowledge_ids)
-
-    def own_terms(self, knowledge_ids: Sequence[str]) -> dict[str, str]:
-        return self.lexical.own_terms(knowledge_ids)
-
-    def iter_index_texts(self) -> Iterator[tuple[str, str]]:
-        return self.lexical.iter_index_texts()
-
-    def rowid_of(self, knowledge_id: str) -> int | None:
-        return self.vectors.rowid_of(knowledge_id)
-
-    def rowids(self, flt: RecordFilter) -> np.ndarray:
-        return self.vectors.rowids(flt)
-
-    def filter_rowids(self, rowids: Sequence[int], flt: RecordFilter) -> list[int]:
-        return self.vectors.filter_rowids(rowids, flt)
-
-    def named_rowids(self, rowids: Sequence[int], flt: RecordFilter) -> dict[int, str]:
-        return self.vectors.named_rowids(rowids, flt)
-
-    def ids_for_rowids(self, rowids: Sequence[int]) -> dict[int, str]:
-        return self.vectors.ids_for_rowids(rowids)
-
-    def iter_vectors(self, after_rowid: int = 0) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-        return self.vectors.iter_vectors(after_rowid)
-
-    def set_vector(self, knowledge_id: str, vector: np.ndarray) -> None:
-        self._writes.set_vector(knowledge_id, vector)
-
-    def clear_vectors(self) -> None:
-        self._writes.clear_vectors()
-
-    def touch(self, knowledge_ids: Sequence[str], when: float) -> None:
-        self.access.touch(knowledge_ids, when)
-
-    def access_count_since(self, knowledge_id: str, since: float) -> int:
-        return self.access.access_count_since(knowledge_id, since)
-
-    def flush_in_background(self) -> None:
-        self.access.flush_in_background()
-
-    def change_head(self) -> tuple[int, str]:
-        return self._log.change_head()
-
-    def change_hash(self, seq: int) -> str | None:
-        return self._log.change_hash(seq)
-
-    def changed_vectors(
-        self, after_seq: int, upto_seq: int
-    ) -> list[tuple[int, bool, bytes | None]]:
-        return self._log.changed_vectors(after_seq, upto_seq)
-
-    def quiescent(self) -> AbstractContextManager[bool]:
-        return self._db.quiet()

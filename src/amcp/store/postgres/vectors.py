@@ -9,14 +9,17 @@ dimension in use, created with the first vector of that dimension (``ensure_hnsw
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
 from amcp.store import sqlite_census as census
 from amcp.store.base import RecordFilter
 from amcp.store.postgres.changes import HeadDelta
 from amcp.store.postgres.database import Connection, Database, get_meta, put_meta
+from amcp.store.postgres.verified import RowVerifier
 from amcp.store.sqlfilter import where_clause
+from amcp.store.sqlite_rows import ROWID
 
 if TYPE_CHECKING:
     import numpy as np
@@ -48,9 +51,23 @@ def ensure_hnsw(conn: Connection, dim: int) -> None:
 class VectorSource:
     """Vectors and row ids of one store."""
 
-    def __init__(self, db: Database, delta: HeadDelta) -> None:
+    def __init__(
+        self, db: Database, delta: HeadDelta, rows: RowVerifier,
+        write: Callable[[], AbstractContextManager[Connection]],
+    ) -> None:
         self._db = db
         self._delta = delta
+        self._rows = rows
+        self._write = write  # the store's atomic(), yielding the transaction's connection
+
+    def set_vector(self, knowledge_id: str, vector: np.ndarray) -> None:
+        with self._write() as conn:
+            row = self._rows.live(conn, knowledge_id)
+            self.set(conn, int(row[ROWID]), vector)
+
+    def clear_vectors(self) -> None:
+        with self._write() as conn:
+            self.clear(conn)
 
     # -- writes ---------------------------------------------------------------------------
 
@@ -163,3 +180,12 @@ class VectorSource:
         names = {int(r): str(kid) for r, kid in rows}
         return {r: names[r] for r in ids if r in names}
 
+
+    def iter_index_texts(self) -> Iterator[tuple[str, str]]:
+        """(knowledge_id, lexical text) of every live record: what re-embedding reads."""
+        with self._db.read() as conn:
+            rows = conn.execute(
+                "SELECT r.knowledge_id, f.terms FROM records r JOIN lexical f "
+                "ON f.rowid = r.rowid WHERE r.lifecycle != 'purged' ORDER BY r.rowid"
+            ).fetchall()
+        yield from ((str(k), str(t)) for k, t in rows)

@@ -12,10 +12,16 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
+from typing import Any
 
 from amcp.amf.record import AMFRecord
+from amcp.amf.types import Lifecycle
+from amcp.errors import GoneError, NotFoundError, StoreIntegrityError
 from amcp.keyring import Keyring
+from amcp.store import sqlite_rows as col
 from amcp.store.base import RecordState
+from amcp.store.postgres.database import Connection
+from amcp.store.postgres.rows import GET_BY_ID
 from amcp.store.rowseal import Sealer
 from amcp.store.sqlite_verified import VerifiedReads
 
@@ -40,6 +46,24 @@ class RowVerifier(VerifiedReads):
 
     def set_warnings(self, warnings: tuple[str, ...]) -> None:
         self._index_warnings = warnings
+
+    def refused(self, kid: str) -> StoreIntegrityError:
+        """The error of a write asked of a record that fails verification."""
+        return StoreIntegrityError(
+            f"stored record {kid} failed verification and is quarantined: "
+            f"{self.quarantined().get(kid, '')}; run `amcp verify`"
+        )
+
+    def live(self, conn: Connection, knowledge_id: str, *, allow_purged: bool = False) -> Any:
+        """The verified row of ``knowledge_id`` for a state change (in a transaction)."""
+        row = conn.execute(GET_BY_ID, (knowledge_id,)).fetchone()
+        if row is None:
+            raise NotFoundError(f"no record {knowledge_id}")
+        if not self.verified(row):
+            raise self.refused(knowledge_id)
+        if row[col.LIFECYCLE] == Lifecycle.PURGED and not allow_purged:
+            raise GoneError(f"{knowledge_id} was purged")
+        return row
 
     # The mixin's names, public for the adapter's parts.
     verified = VerifiedReads._verified

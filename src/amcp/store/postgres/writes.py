@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Any
 from amcp.amf.canonical import canonical_packb
 from amcp.amf.record import AMFRecord
 from amcp.amf.types import Lifecycle
-from amcp.errors import GoneError, NotFoundError, StoreIntegrityError
 from amcp.keyring import Keyring
 from amcp.store import sqlite_census as census
 from amcp.store import sqlite_rows as col
@@ -194,28 +193,11 @@ class RecordWrites:
         for row in conn.execute(GET_MANY, (knowledge_ids,)).fetchall():
             kid = row[col.KID]
             if not self._rows.verified(row):
-                raise self._refused(kid)
+                raise self._rows.refused(kid)
             found[kid] = (row[col.CHECKSUM], row[col.LIFECYCLE], row[col.HLC], row[col.ROWID])
         return found
 
-    def _refused(self, kid: str) -> StoreIntegrityError:
-        return StoreIntegrityError(
-            f"stored record {kid} failed verification and is quarantined: "
-            f"{self._rows.quarantined().get(kid, '')}; run `amcp verify`"
-        )
-
     # -- state changes --------------------------------------------------------------------
-
-    def live_row(self, conn: Connection, knowledge_id: str, *, allow_purged: bool = False) -> Any:
-        """The verified row of ``knowledge_id`` for a state change (in a transaction)."""
-        row = conn.execute(GET_BY_ID, (knowledge_id,)).fetchone()
-        if row is None:
-            raise NotFoundError(f"no record {knowledge_id}")
-        if not self._rows.verified(row):
-            raise self._refused(knowledge_id)
-        if row[col.LIFECYCLE] == Lifecycle.PURGED and not allow_purged:
-            raise GoneError(f"{knowledge_id} was purged")
-        return row
 
     def _rewrite(self, conn: Connection, row: Any, values: list[Any], body: bytes | None) -> None:
         seal = self._sealer.seal(row[col.ROWID], values, body)
@@ -227,7 +209,7 @@ class RecordWrites:
         reason: str | None = None, superseded_by: str | None = None,
     ) -> None:
         with self._atomic() as conn:
-            row = self.live_row(conn, knowledge_id)
+            row = self._rows.live(conn, knowledge_id)
             active = lifecycle is Lifecycle.ACTIVE
             if (row[col.LIFECYCLE] == Lifecycle.ACTIVE) != active:
                 self._lexical.count_rows(conn, [row[col.ROWID]], +1 if active else -1)
@@ -270,7 +252,7 @@ class RecordWrites:
 
     def purge(self, knowledge_id: str, *, hlc: int, reason: str | None = None) -> None:
         with self._atomic() as conn:
-            row = self.live_row(conn, knowledge_id, allow_purged=True)
+            row = self._rows.live(conn, knowledge_id, allow_purged=True)
             rowid = int(row[col.ROWID])
             if row[col.LIFECYCLE] == Lifecycle.ACTIVE:
                 self._lexical.count_rows(conn, [rowid], -1)  # before its lexical row goes
@@ -299,7 +281,7 @@ class RecordWrites:
 
     def set_weight(self, knowledge_id: str, weight: float) -> None:
         with self._atomic() as conn:
-            row = self.live_row(conn, knowledge_id)
+            row = self._rows.live(conn, knowledge_id)
             if row[col.WEIGHT] == float(weight):
                 return
             seq = self._log.append(
@@ -309,14 +291,3 @@ class RecordWrites:
             values[col.WEIGHT - 1] = float(weight)
             values[col.CHAIN_SEQ - 1] = seq
             self._rewrite(conn, row, values, row[col.BODY])
-
-    def set_vector(self, knowledge_id: str, vector: np.ndarray) -> None:
-        with self._atomic() as conn:
-            row = self.live_row(conn, knowledge_id)
-            self._vectors.set(conn, int(row[col.ROWID]), vector)
-
-    def clear_vectors(self) -> None:
-        with self._atomic() as conn:
-            self._vectors.clear(conn)
-
-
