@@ -46,11 +46,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
 RANK = {name: n for n, names in enumerate(LAYERS) for name in names}
 
 # (importer, imported) package edges still against the rule; see the module docstring.
-KNOWN: frozenset[tuple[str, str]] = frozenset({
-    # store.fastread (the hooks' reader) ranks with retrieval.lexical/fusion: it goes when
-    # one retrieval pipeline serves the hooks over a read-only port (issue 16).
-    ("store", "retrieval"),
-})
+KNOWN: frozenset[tuple[str, str]] = frozenset()
 # Module cycles still present (each the sorted modules of one cycle). The SQLite adapter's
 # friend modules take the ``SQLiteStore`` they serve as a (type-only) parameter; they go
 # with the narrow store port (issue 16).

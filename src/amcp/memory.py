@@ -7,6 +7,7 @@ recall. It never touches SQL or sockets: the store port and the retrieval layer 
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -130,6 +131,7 @@ class Memory(WritePath, ReviewPath):
         )
         self.node_uri = node_uri
         self.default_scope = default_scope
+        self._writes = threading.RLock()  # see atomic(): the one place writes take turns
         self.clock = HLC(node_tag(self.store.get_meta("node_key") or node_uri))
         self.clock.observe(self.store.max_hlc())
         self.embedder: Embedder | None = (
@@ -245,11 +247,15 @@ class Memory(WritePath, ReviewPath):
 
     @contextmanager
     def atomic(self) -> Iterator[None]:
-        """A store transaction that also keeps the derived vector index honest: if it rolls
-        back, the index (which may have been told about rows that no longer exist, and whose
-        rowids SQLite may reuse) is dropped and rebuilt from the store on next use."""
+        """The one place writes are serialised (docs/architecture.md, "Concurrency"): this
+        process's writers take turns here, and each turn is one store transaction, so a
+        write's checks (is the record still active? a draft?) and its changes are one
+        atomic step even with other threads writing. Nested calls join the outer turn. If
+        the transaction rolls back, the derived vector index (which may have been told about
+        rows that no longer exist, and whose rowids SQLite may reuse) is dropped and rebuilt
+        from the store on next use."""
         try:
-            with self.store.atomic():
+            with self._writes, self.store.atomic():
                 yield
         except BaseException:
             self.searcher.reset()
@@ -261,25 +267,27 @@ class Memory(WritePath, ReviewPath):
         """Write a new record that replaces ``old_id``; the old one becomes superseded.
 
         Fields not given are inherited from the old record (type, scope, subject, tags, kind).
+        The check that the old record is active is part of the write's transaction: of two
+        concurrent supersedes of one record, the second gets 409.
         """
-        old = self.get(old_id)
-        if old.state.lifecycle is not Lifecycle.ACTIVE:
-            raise ConflictError(
-                f"{old_id} is {old.state.lifecycle.value}"
-                + (f" (by {old.state.superseded_by})" if old.state.superseded_by else "")
-                + "; only an active record can be superseded"
-            )
-        assert old.record is not None
-        base = old.record
-        fields.setdefault("type", base.type)
-        fields.setdefault("scope", base.meta.project_scope)
-        fields.setdefault("subject", base.core.subject)
-        fields.setdefault("tags", base.tags or None)
-        fields.setdefault("kind", base.kind)
-        record = self.compose(text, supersedes=old_id, **fields)
-        if record.integrity.checksum == base.integrity.checksum:
-            raise ConflictError("the new content is identical to the record it supersedes")
         with self.atomic():
+            old = self.get(old_id)
+            if old.state.lifecycle is not Lifecycle.ACTIVE:
+                raise ConflictError(
+                    f"{old_id} is {old.state.lifecycle.value}"
+                    + (f" (by {old.state.superseded_by})" if old.state.superseded_by else "")
+                    + "; only an active record can be superseded"
+                )
+            assert old.record is not None
+            base = old.record
+            fields.setdefault("type", base.type)
+            fields.setdefault("scope", base.meta.project_scope)
+            fields.setdefault("subject", base.core.subject)
+            fields.setdefault("tags", base.tags or None)
+            fields.setdefault("kind", base.kind)
+            record = self.compose(text, supersedes=old_id, **fields)
+            if record.integrity.checksum == base.integrity.checksum:
+                raise ConflictError("the new content is identical to the record it supersedes")
             outcome = self.put(record, sensitive=sensitive, dedup=False)
             self.store.set_state(
                 old_id,
@@ -295,30 +303,32 @@ class Memory(WritePath, ReviewPath):
         """Mark a record as wrong. Never deletes; the reason is kept and synced."""
         if not isinstance(reason, str) or not reason.strip():
             raise ValidationError("reason", "invalidation needs a reason")
-        item = self.get(knowledge_id)
-        if item.state.lifecycle is Lifecycle.INVALIDATED:
-            return WriteOutcome(knowledge_id, Status.NO_CONTENT, item.state.hlc)
-        hlc = self.clock.send()
-        self.store.set_state(
-            knowledge_id,
-            ChangeOp.INVALIDATE,
-            hlc=hlc,
-            lifecycle=Lifecycle.INVALIDATED,
-            reason=reason.strip(),
-        )
+        with self.atomic():
+            item = self.get(knowledge_id)
+            if item.state.lifecycle is Lifecycle.INVALIDATED:
+                return WriteOutcome(knowledge_id, Status.NO_CONTENT, item.state.hlc)
+            hlc = self.clock.send()
+            self.store.set_state(
+                knowledge_id,
+                ChangeOp.INVALIDATE,
+                hlc=hlc,
+                lifecycle=Lifecycle.INVALIDATED,
+                reason=reason.strip(),
+            )
         self.searcher.drop(knowledge_id)
         return WriteOutcome(knowledge_id, Status.NO_CONTENT, hlc)
 
     def purge(self, knowledge_id: str, reason: str | None = None) -> WriteOutcome:
         """Privacy erasure: wipe the content, keep a tombstone so it never comes back."""
-        found = self.store.get(knowledge_id)
-        if found is None:
-            raise NotFoundError(f"no record {knowledge_id}")
-        if found.state.lifecycle is Lifecycle.PURGED:
-            return WriteOutcome(knowledge_id, Status.NO_CONTENT, found.state.hlc)
-        rowid = self.searcher.rowid_of(knowledge_id)
-        hlc = self.clock.send()
-        self.store.purge(knowledge_id, hlc=hlc, reason=reason)
+        with self.atomic():
+            found = self.store.get(knowledge_id)
+            if found is None:
+                raise NotFoundError(f"no record {knowledge_id}")
+            if found.state.lifecycle is Lifecycle.PURGED:
+                return WriteOutcome(knowledge_id, Status.NO_CONTENT, found.state.hlc)
+            rowid = self.searcher.rowid_of(knowledge_id)
+            hlc = self.clock.send()
+            self.store.purge(knowledge_id, hlc=hlc, reason=reason)
         self.searcher.removed(rowid)
         return WriteOutcome(knowledge_id, Status.NO_CONTENT, hlc)
 
@@ -334,18 +344,22 @@ class Memory(WritePath, ReviewPath):
         """Archive every active record whose TTL has run out. Returns their ids."""
         now = time.time() if now is None else now
         done: list[str] = []
-        while batch := self.store.due_for_expiry(now):
+        while True:
+            with self.atomic():  # the batch is found and archived in one turn
+                batch = self.store.due_for_expiry(now)
+                for kid in batch:
+                    self.store.set_state(
+                        kid,
+                        ChangeOp.ARCHIVE,
+                        hlc=self.clock.send(),
+                        lifecycle=Lifecycle.ARCHIVED,
+                        reason="ttl expired",
+                    )
+            if not batch:
+                return done
             for kid in batch:
-                self.store.set_state(
-                    kid,
-                    ChangeOp.ARCHIVE,
-                    hlc=self.clock.send(),
-                    lifecycle=Lifecycle.ARCHIVED,
-                    reason="ttl expired",
-                )
                 self.searcher.drop(kid)
-                done.append(kid)
-        return done
+            done.extend(batch)
 
     # ------------------------------------------------------------------ reads
 

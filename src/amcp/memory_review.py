@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING
 
 from amcp.amf.types import Lifecycle
@@ -40,6 +41,9 @@ class ReviewPath:
     def get(self, knowledge_id: str) -> StoredRecord:  # provided by Memory
         raise NotImplementedError
 
+    def atomic(self) -> AbstractContextManager[None]:  # provided by Memory
+        raise NotImplementedError
+
     def _embed_one(self, record: AMFRecord, sensitive: bool) -> np.ndarray | None:
         raise NotImplementedError  # provided by WritePath
 
@@ -62,11 +66,11 @@ class ReviewPath:
     def confirm(self, knowledge_id: str) -> WriteOutcome:
         """The user releases a held record: it becomes active, and if it was held as a
         contradicting update, the record it contradicted is superseded by it."""
-        item = self._draft(knowledge_id)
-        beside = _BESIDE.match(item.state.reason or "")
-        old = self.store.get(beside.group(1)) if beside else None
-        hlc = self.clock.send()
-        with self.store.atomic():
+        with self.atomic():  # the draft check and the release are one turn
+            item = self._draft(knowledge_id)
+            beside = _BESIDE.match(item.state.reason or "")
+            old = self.store.get(beside.group(1)) if beside else None
+            hlc = self.clock.send()
             self.store.set_state(knowledge_id, ChangeOp.CONFIRM, hlc=hlc,
                                  lifecycle=Lifecycle.ACTIVE, reason="confirmed by the user")
             if old is not None and old.state.lifecycle is Lifecycle.ACTIVE:
@@ -89,11 +93,12 @@ class ReviewPath:
 
     def reject(self, knowledge_id: str, reason: str | None = None) -> WriteOutcome:
         """The user refuses a held record: invalidated with the reason (kept, never served)."""
-        self._draft(knowledge_id)
-        hlc = self.clock.send()
-        self.store.set_state(knowledge_id, ChangeOp.INVALIDATE, hlc=hlc,
-                             lifecycle=Lifecycle.INVALIDATED,
-                             reason=(reason or "").strip() or REJECTED)
+        with self.atomic():
+            self._draft(knowledge_id)
+            hlc = self.clock.send()
+            self.store.set_state(knowledge_id, ChangeOp.INVALIDATE, hlc=hlc,
+                                 lifecycle=Lifecycle.INVALIDATED,
+                                 reason=(reason or "").strip() or REJECTED)
         return WriteOutcome(knowledge_id, Status.NO_CONTENT, hlc)
 
 

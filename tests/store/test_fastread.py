@@ -10,6 +10,7 @@ import pytest
 
 from amcp.errors import StoreError, StoreIntegrityError
 from amcp.memory import Memory
+from amcp.retrieval.fastsearch import fast_search
 from amcp.retrieval.lexical_recall import LEXICAL_DEFAULTS
 from amcp.retrieval.search import SearchTuning
 from amcp.store import fastread
@@ -61,13 +62,13 @@ def test_search_matches_memory_recall_without_embedder(store: Path, query: str,
                 for h in mem.recall(query, k=15, scope=list(scopes) or None,
                                     touch=False).hits]
     with FastReader(store) as reader:
-        got = [(r.knowledge_id, r.text) for r in reader.search(query, scopes, 15)]
+        got = [(r.knowledge_id, r.text) for r in fast_search(reader, query, scopes, 15)]
     assert got == want
 
 
 def test_sensitive_hit_is_redacted(store: Path) -> None:
     with FastReader(store) as reader:
-        hits = [r for r in reader.search("credential", ("project:p",), 15)
+        hits = [r for r in fast_search(reader, "credential", ("project:p",), 15)
                 if r.sensitive]
     assert hits and "tok-123" not in hits[0].text and "[redacted]" in hits[0].text
 
@@ -117,7 +118,7 @@ def test_reading_never_writes_the_file(store: Path, tmp_path: Path) -> None:
     before = db.read_bytes()
     with FastReader(db) as reader:
         reader.ranked(("project:p",), 40)
-        reader.search("planner cache", ("project:p",), 5)
+        fast_search(reader, "planner cache", ("project:p",), 5)
         with pytest.raises(StoreError):
             reader._q("DELETE FROM records")
     assert db.read_bytes() == before

@@ -139,7 +139,7 @@ def run_forget(memory: MemoryWriter, stmt: Forget, ctx: QueryContext) -> QueryRe
         assert r.record is not None
         check_writable(r.record.meta.project_scope, ctx.scopes, f"FORGET {r.knowledge_id}")
     try:
-        with memory.store.atomic():  # all or nothing
+        with memory.atomic():  # all or nothing
             for r in targets:
                 memory.invalidate(r.knowledge_id, reason)
     except BaseException:

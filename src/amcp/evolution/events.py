@@ -53,7 +53,7 @@ def fire_event(memory: MemoryWriter, name: str) -> list[str]:
     if not targets:
         return []
     try:
-        with memory.store.atomic():
+        with memory.atomic():
             for kid in targets:
                 memory.invalidate(kid, reason)
     except BaseException:

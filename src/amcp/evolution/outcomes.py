@@ -161,7 +161,7 @@ def apply_to(
     """Apply a round to already-checked records (QEF uses this inside its own transaction)."""
     when = time.time() if now is None else now
     out: list[WeightUpdate] = []
-    with memory.store.atomic():
+    with memory.atomic():
         for item in items:
             assert item.record is not None  # check_ids refused tombstones
             kind = amp_kind(item.record)

@@ -312,7 +312,7 @@ def _emit(memory: MemoryWriter, signal: Mapping[str, Any], sid: str | None) -> S
         "outcome": outcome[0].value if outcome else None,
     }
     evidence = _strings(signal.get("evidence"), "evidence")
-    with memory.store.atomic():
+    with memory.atomic():
         res = memory.remember(
             _summary(signal, sid, status, metric),
             type=KnowledgeType.SIGNAL,
@@ -362,7 +362,7 @@ def _transition(
     evidence = (
         _strings(signal["evidence"], "evidence") if "evidence" in signal else old.evidence
     )
-    with memory.store.atomic():
+    with memory.atomic():
         res = memory.supersede(
             current.knowledge_id,
             _summary(signal, old.signal_id, status, metric),

@@ -61,7 +61,6 @@ if TYPE_CHECKING:
     # moment expiry is judged at (active and unexpired is implied).
     Where = tuple[Sequence[str], float]
 
-_DAY = 86_400.0
 # A scope with at most this many records is read row by row and sorted: cheaper than
 # walking the ranked index past the records of other scopes (see FastReader.ranked).
 SMALL_SCOPE = 256
@@ -291,7 +290,7 @@ class FastReader:
             ext.get("x-provenance"), bool(self._node_key) and signer == self._node_key,
         )
 
-    def _records(self, kids: Sequence[str], scopes: Sequence[str], now: float, *,
+    def records(self, kids: Sequence[str], scopes: Sequence[str], now: float, *,
                  kinds: Sequence[str] | None = None, sensitive: bool = True,
                  ) -> list[FastRecord]:
         """Bodies of ``kids`` in that order: only rows whose seal verifies, that are their
@@ -377,7 +376,7 @@ class FastReader:
             f" WHERE s.scope IN ({_marks(len(wanted))})){kind_sql}"
             " AND (r.expires_at IS NULL OR r.expires_at > ?)"
             " ORDER BY r.weight DESC, r.created_at DESC, r.knowledge_id LIMIT ?", params)
-        return self._records([r[0] for r in rows], scopes, moment, kinds=kinds,
+        return self.records([r[0] for r in rows], scopes, moment, kinds=kinds,
                              sensitive=False)
 
     def term_doc_freq(self, terms: Sequence[str]) -> tuple[dict[str, int], int]:
@@ -459,38 +458,14 @@ class FastReader:
                 return out
             offset, page = offset + page, page * 4
 
-    def search(self, query: str, scopes: Sequence[str], k: int, *,
-               now: float | None = None) -> list[FastRecord]:
-        """Lexical recall of active records in ``scopes`` (plus ``*``; all when empty):
-        ``Memory.recall(query, k=k, scope=scopes)`` without an embedder, read-only — the
-        same pipeline (``retrieval.lexical_recall``), fusion and rerank."""
-        from amcp.amf.timefmt import parse_ts
-        from amcp.amf.types import KnowledgeType
-        from amcp.retrieval.fusion import rerank_score, rrf
-        from amcp.retrieval.lexical_recall import LEXICAL_DEFAULTS as T
-        from amcp.retrieval.lexical_recall import lexical_hits, with_coverage
+    def candidate(self, knowledge_id: str) -> tuple[str, float, str | None]:
+        """(type, weight, created_at) of a record ``search_lexical`` returned: what the
+        rerank scores by (``retrieval.fastsearch``)."""
+        return self._cand_state[knowledge_id]
 
-        now = time.time() if now is None else now
-        pool = max(T.candidates, k)
-        found = lexical_hits(self, query, (scopes, now), pool, T,
-                             lambda terms: self._scope_stats(scopes, terms))
-        fused = rrf([kid for kid, _s in found.hits], [], lexical_weight=T.lexical_weight,
-                    k=T.rrf_k)
-        fused = with_coverage(fused, found, self, T)
-        scored: list[tuple[float, str]] = []
-        for cand in fused:
-            ktype, weight, created = self._cand_state[cand.knowledge_id]
-            if created is None:
-                continue
-            age = (now - parse_ts(created).timestamp()) / _DAY
-            score = rerank_score(cand.fused, age_days=age, ktype=KnowledgeType(ktype),
-                                 weight=weight)
-            scored.append((score, cand.knowledge_id))
-        scored.sort(key=lambda sc: (-sc[0], sc[1]))
-        return self._records([kid for _s, kid in scored[:k]], scopes, now)
-
-    def _scope_stats(self, scopes: Sequence[str], terms: Sequence[str]) -> Any:
-        """Scope-local statistics as ``HybridSearcher._scope_stats`` reads them."""
+    def scope_stats(self, scopes: Sequence[str], terms: Sequence[str]) -> Any:
+        """Scope-local statistics as ``HybridSearcher._scope_stats`` reads them (a
+        ``termstats.TermStats``), or None when the scopes are too many or none."""
         if 0 < len(scopes) <= termstats.MAX_SCOPES:
             return termstats.read(self._q, scopes, terms)
         return None

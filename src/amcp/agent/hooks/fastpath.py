@@ -314,7 +314,9 @@ class FastBackend:
     def recall(self, query: str, scopes: Sequence[str], k: int) -> list[MemoryLine]:
         if not query.strip():
             return []
-        return [_fast_line(r) for r in self.reader.search(query, scopes, k)]
+        from amcp.retrieval.fastsearch import fast_search
+
+        return [_fast_line(r) for r in fast_search(self.reader, query, scopes, k)]
 
     def user_scopes(self) -> tuple[str, ...]:
         return self.reader.scopes_with_prefix("user:")
