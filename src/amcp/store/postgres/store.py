@@ -170,9 +170,13 @@ class PostgresStore:
 
     def _shutdown(self) -> None:
         if self._listener is not None:
-            self._listener.stop()
+            self._listener.stop(self._notify)
             self._listener = None
         self._db.close()
+
+    def _notify(self, payload: str) -> None:
+        with self._db.read() as conn:
+            conn.execute("SELECT pg_notify(%s, %s)", (channel_of(self.store_id), payload))
 
     def __enter__(self) -> PostgresStore:
         return self
