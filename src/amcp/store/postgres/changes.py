@@ -35,10 +35,26 @@ INSERT_CHANGE = (
 )
 
 
-class HeadDelta:
-    """What the open write transaction moves in the signed head."""
+# What a write transaction reads first, in the round trip of BEGIN and the lock: the log's
+# last (seq, hash), the largest row id, the signed head and the remembered witness places.
+TIP_SQL = (
+    "SELECT (SELECT seq FROM changes ORDER BY seq DESC LIMIT 1), "
+    "(SELECT hash FROM changes ORDER BY seq DESC LIMIT 1), "
+    "(SELECT MAX(rowid) FROM records), "
+    "(SELECT value FROM store_meta WHERE key = 'chain_head'), "
+    "(SELECT value FROM store_meta WHERE key = 'witness_places')"
+)
 
-    __slots__ = ("census", "digest", "dirty", "rows")
+_Mark = tuple[bool, int, int, dict[str, int], int, str, int]
+
+
+class HeadDelta:
+    """The open write transaction's view of the log: its tip (last seq and hash, largest
+    row id) as it moves, and what it moves in the signed head (rows, set digest, census).
+    A rolled-back savepoint restores all of it (``mark``/``restore``)."""
+
+    __slots__ = ("census", "digest", "dirty", "hash", "head_text", "places_text", "rows",
+                 "seq", "top_rowid")
 
     def __init__(self) -> None:
         self.reset()
@@ -48,12 +64,24 @@ class HeadDelta:
         self.rows = 0
         self.digest = 0
         self.census: dict[str, int] = {}
+        self.seq, self.hash, self.top_rowid = 0, GENESIS, 0
+        self.head_text: str | None = None
+        self.places_text: str | None = None
 
-    def mark(self) -> tuple[bool, int, int, dict[str, int]]:
-        return self.dirty, self.rows, self.digest, dict(self.census)
+    def begin(self, tip: Sequence[Any] | None) -> None:
+        """Start from ``TIP_SQL``'s row."""
+        self.reset()
+        if tip is not None:
+            seq, digest, top, self.head_text, self.places_text = tip
+            self.seq, self.hash = (int(seq), str(digest)) if seq is not None else (0, GENESIS)
+            self.top_rowid = int(top or 0)
 
-    def restore(self, mark: tuple[bool, int, int, dict[str, int]]) -> None:
-        self.dirty, self.rows, self.digest, census = mark
+    def mark(self) -> _Mark:
+        return (self.dirty, self.rows, self.digest, dict(self.census), self.seq, self.hash,
+                self.top_rowid)
+
+    def restore(self, mark: _Mark) -> None:
+        self.dirty, self.rows, self.digest, census, self.seq, self.hash, self.top_rowid = mark
         self.census = dict(census)
 
     def resealed(self, old: bytes | None, new: bytes | None, rows: int = 0) -> None:
@@ -66,6 +94,10 @@ class HeadDelta:
         if n:
             self.census[key] = self.census.get(key, 0) + n
             self.dirty = True
+
+    def next_rowid(self) -> int:
+        self.top_rowid += 1
+        return self.top_rowid
 
 
 class ChangeLog:
@@ -87,31 +119,37 @@ class ChangeLog:
     def append(
         self, conn: Connection, op: ChangeOp, knowledge_id: str, hlc: int, details: dict[str, Any]
     ) -> int:
-        seq, prev = self.last(conn)
-        seq += 1
-        digest = link_hash(prev, seq, hlc, op.value, knowledge_id, details)
+        d = self.delta
+        seq = d.seq + 1
+        digest = link_hash(d.hash, seq, hlc, op.value, knowledge_id, details)
         conn.execute(INSERT_CHANGE, (seq, hlc, op.value, knowledge_id, canonical_packb(details),
                                      digest))
-        self.delta.dirty = True
+        d.seq, d.hash, d.dirty = seq, digest, True
         return seq
 
     def signed_head(self, conn: Connection) -> Head:
         """The head as last signed (verified); the empty head for a store without one."""
-        text = get_meta(conn, "chain_head")
+        return self._head_of(get_meta(conn, "chain_head"))
+
+    def sign(self, conn: Connection) -> tuple[int, str, list[Path]]:
+        """Sign the head this transaction moved (call last inside the outermost one), from
+        the tip it read under the lock; what to witness after the commit."""
+        d = self.delta
+        head = self._head_of(d.head_text).moved(d.seq, d.hash, d.rows, d.digest, d.census)
+        self.store_head(conn, head)
+        places = self.keyring.places(_remembered(d.places_text))
+        text = json.dumps([str(p) for p in places])
+        if text != d.places_text:
+            put_meta(conn, "witness_places", text)
+        return d.seq, d.hash, places
+
+    def _head_of(self, text: str | None) -> Head:
         if text is None:
             return EMPTY_HEAD
         try:
             return read_head(self.keyring.signing_key.public_key(), self.store_id, text)
         except ValueError as exc:
             raise StoreIntegrityError(f"{exc}: the change log cannot be trusted") from exc
-
-    def sign(self, conn: Connection) -> None:
-        """Sign the head this transaction moved (call last inside the outermost one)."""
-        seq, chain = self.last(conn)
-        d = self.delta
-        head = self.signed_head(conn).moved(seq, chain, d.rows, d.digest, d.census)
-        self.store_head(conn, head)
-        self.remember_places(conn)
 
     def store_head(self, conn: Connection, head: Head) -> None:
         mac_key = self.keyring.derive(MAC_PURPOSE)
@@ -128,23 +166,19 @@ class ChangeLog:
                 text = get_meta(c, "witness_places")
         else:
             text = get_meta(conn, "witness_places")
-        try:
-            remembered = [Path(p) for p in json.loads(text)] if text else []
-        except (ValueError, TypeError):
-            remembered = []
-        return self.keyring.places(remembered)
+        return self.keyring.places(_remembered(text))
 
     def remember_places(self, conn: Connection) -> None:
         places = json.dumps([str(p) for p in self.witness_places(conn)])
         if get_meta(conn, "witness_places") != places:
             put_meta(conn, "witness_places", places)
 
-    def write_witness(self, seq: int, head: str) -> None:
+    def write_witness(self, seq: int, head: str, places: list[Path] | None = None) -> None:
         """Tell the witnesses about a committed head; never fails the write it follows.
         Another process may have committed (and witnessed) a later head meanwhile: a
         witness is only moved forward, so it never lags behind what this process saw."""
         try:
-            places = self.witness_places()
+            places = places if places is not None else self.witness_places()
             seen = self.keyring.read_witnesses(self.store_id, places)
             if any(w is not None and w.seq >= seq for _p, w in seen):
                 return  # a peer process committed and witnessed a later head already
@@ -220,3 +254,10 @@ class ChangeLog:
             with conn.cursor() as cur:
                 cur.executemany(INSERT_CHANGE, rows)
             self.delta.dirty = True
+
+
+def _remembered(text: str | None) -> list[Path]:
+    try:
+        return [Path(p) for p in json.loads(text)] if text else []
+    except (ValueError, TypeError):
+        return []

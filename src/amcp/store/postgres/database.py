@@ -11,6 +11,7 @@ opens a transaction on a pool connection and takes the store's advisory lock
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -95,15 +96,18 @@ class Database:
             yield conn
 
     @contextmanager
-    def transaction(self) -> Iterator[tuple[Connection, bool]]:
-        """``(connection, outermost)`` inside a write transaction that nests (savepoints);
-        the outermost holds the store's advisory lock and commits on leaving."""
+    def transaction(self, begin: str = "") -> Iterator[tuple[Connection, bool, Any]]:
+        """``(connection, outermost, row)`` inside a write transaction that nests
+        (savepoints). The outermost holds the store's advisory lock and commits on leaving;
+        ``row`` is the first row of ``begin`` (a query without parameters), run in the same
+        round trip as BEGIN and the lock, so it sees every commit before the lock."""
         with self._lock:
             if self._conn is not None:
                 self.depth += 1
                 try:
-                    with _translated(self.where), self._conn.transaction():
-                        yield self._conn, False
+                    with _translated(self.where), \
+                            _savepoint(self._conn, f"sp{self.depth}") as inner:
+                        yield inner
                 finally:
                     self.depth -= 1
                 return
@@ -111,9 +115,14 @@ class Database:
                     self.pool.connection() as conn:
                 self._conn, self._owner, self.depth = conn, threading.get_ident(), 1
                 try:
-                    with conn.transaction():
-                        locks.take(conn, locks.STORE)
-                        yield conn, True
+                    first = _begin(conn, begin)
+                    try:
+                        yield conn, True, first
+                    except BaseException:
+                        with contextlib.suppress(psycopg.Error):
+                            conn.execute("ROLLBACK")
+                        raise
+                    conn.execute("COMMIT")
                 finally:
                     self._conn, self._owner, self.depth = None, None, 0
 
@@ -122,6 +131,31 @@ class Database:
         """Hold off this process's writers; False if this thread is inside a write."""
         with self._lock:
             yield not self.in_transaction
+
+
+def _begin(conn: Connection, begin: str) -> Any:
+    """BEGIN, the store's lock and ``begin`` in one round trip; ``begin``'s first row."""
+    cur = conn.cursor()
+    cur.execute(f"BEGIN; {locks.TAKE}; {begin or 'SELECT 1'}")
+    first = None
+    while True:
+        if cur.description is not None:
+            first = cur.fetchone()
+        if not cur.nextset():
+            return first
+
+
+@contextmanager
+def _savepoint(conn: Connection, name: str) -> Iterator[tuple[Connection, bool, Any]]:
+    conn.execute(f"SAVEPOINT {name}")
+    try:
+        yield conn, False, None
+    except BaseException:
+        with contextlib.suppress(psycopg.Error):  # a dead connection: the outer one reports
+            conn.execute(f"ROLLBACK TO SAVEPOINT {name}")
+            conn.execute(f"RELEASE SAVEPOINT {name}")
+        raise
+    conn.execute(f"RELEASE SAVEPOINT {name}")
 
 
 @contextmanager

@@ -98,15 +98,18 @@ class LexicalIndex:
                     ([g[0] for g in gone], [g[1] for g in gone]),
                 )
         sizes = [(s, d, n) for s, (d, n) in deltas.sizes.items() if d or n]
-        for scope, docs, tokens in sizes:
+        if sizes:
             conn.execute(
-                "INSERT INTO scope_sizes(scope, docs, tokens) VALUES (%s, %s, %s) "
-                "ON CONFLICT (scope) DO UPDATE SET docs = scope_sizes.docs + excluded.docs, "
+                "INSERT INTO scope_sizes(scope, docs, tokens) SELECT * FROM "
+                "unnest(%s::text[], %s::int[], %s::bigint[]) ON CONFLICT (scope) DO UPDATE "
+                "SET docs = scope_sizes.docs + excluded.docs, "
                 "tokens = scope_sizes.tokens + excluded.tokens",
-                (scope, docs, tokens),
+                ([z[0] for z in sizes], [z[1] for z in sizes], [z[2] for z in sizes]),
             )
-            if docs < 0:
-                conn.execute("DELETE FROM scope_sizes WHERE scope = %s AND docs <= 0", (scope,))
+            shrunk = [z[0] for z in sizes if z[1] < 0]
+            if shrunk:
+                conn.execute("DELETE FROM scope_sizes WHERE scope = ANY(%s) AND docs <= 0",
+                             (shrunk,))
         deltas.terms.clear()
         deltas.sizes.clear()
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 
 import psycopg
 from psycopg import sql
@@ -23,6 +24,9 @@ log = logging.getLogger(__name__)
 
 _RETRY_S = 1.0  # after the listening connection is lost, reconnect this often
 _POLL_S = 0.5  # how often the thread looks at its stop flag
+
+
+CLOSING = "closing"  # a NOTIFY payload that is no commit (Listener.stop)
 
 
 def channel_of(store_id: str) -> str:
@@ -69,8 +73,17 @@ class Listener:
         self._thread.start()
         self._ready.wait(timeout_s)
 
-    def stop(self) -> None:
+    def stop(self, wake: Callable[[str], None] | None = None) -> None:
+        """Stop the thread. ``wake(payload)`` sends a NOTIFY with ``payload`` on the channel
+        (through the store's pool), so the thread stops now rather than at its next poll:
+        a CLI command's close would otherwise wait up to ``_POLL_S``. Listeners ignore
+        ``CLOSING`` payloads: a peer's close is not a commit."""
         self._stop.set()
+        if wake is not None and self._thread.is_alive():
+            try:
+                wake(CLOSING)
+            except Exception:  # the server may be gone: the poll ends the thread anyway
+                log.debug("could not wake the store listener", exc_info=True)
         self._thread.join(timeout=5)
 
     def _run(self) -> None:
@@ -81,8 +94,11 @@ class Listener:
                     self._ready.set()
                     self._generation.bump()  # commits may have happened while not listening
                     while not self._stop.is_set():
-                        for _note in conn.notifies(timeout=_POLL_S, stop_after=64):
-                            self._generation.bump()
+                        for note in conn.notifies(timeout=_POLL_S, stop_after=64):
+                            if note.payload != CLOSING:
+                                self._generation.bump()
+                            if self._stop.is_set():
+                                break
             except psycopg.Error as exc:
                 log.debug("store listener lost its connection: %s", exc)
                 self._ready.set()  # an open must not wait on a server that went away

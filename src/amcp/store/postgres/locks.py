@@ -25,6 +25,11 @@ import psycopg
 STORE = 0x616D6370  # "amcp": the first half of every key of ours
 
 
+# The statement, with the key inlined (no parameters), so it can share a round trip with
+# BEGIN (``database._begin``).
+TAKE = f"SELECT pg_advisory_xact_lock({STORE}, hashtext(current_schema()))"
+
+
 def take(conn: psycopg.Connection, space: int) -> None:
     """Wait for the store's lock; held until the transaction ends. Call inside one."""
     conn.execute("SELECT pg_advisory_xact_lock(%s, hashtext(current_schema()))", (space,))

@@ -67,16 +67,18 @@ def ensure_vector_extension(conn: psycopg.Connection, where: str) -> None:
 def migrate(conn: psycopg.Connection, where: str) -> int:
     """Apply the migrations the database lacks; the version it had. ``conn`` is an
     autocommit connection of the store's database (and schema)."""
-    conn.execute(
-        'CREATE TABLE IF NOT EXISTS store_meta (key text COLLATE "C" PRIMARY KEY, '
-        "value text NOT NULL)"
-    )
+    ensure_vector_extension(conn, where)  # first: the one thing a plain role may lack
+    found = conn.execute("SELECT to_regclass('store_meta')").fetchone()
+    if found is None or found[0] is None:  # a role that may not create tables may still use one
+        conn.execute(
+            'CREATE TABLE IF NOT EXISTS store_meta (key text COLLATE "C" PRIMARY KEY, '
+            "value text NOT NULL)"
+        )
     first = _version(conn)
     if first > SCHEMA_VERSION:
         raise StoreError(_newer(where, first))
     if first == SCHEMA_VERSION:
         return first
-    ensure_vector_extension(conn, where)
     files = migration_files()
     while True:
         with conn.transaction():

@@ -18,6 +18,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import psycopg
@@ -42,7 +43,7 @@ from amcp.store.base import (
 )
 from amcp.store.chain import EMPTY_HEAD, GENESIS
 from amcp.store.postgres.access import AccessLog
-from amcp.store.postgres.changes import ChangeLog
+from amcp.store.postgres.changes import TIP_SQL, ChangeLog
 from amcp.store.postgres.database import Connection, Database, get_meta, put_meta
 from amcp.store.postgres.lexical import LexicalIndex
 from amcp.store.postgres.listen import Generation, Listener, channel_of
@@ -169,9 +170,13 @@ class PostgresStore:
 
     def _shutdown(self) -> None:
         if self._listener is not None:
-            self._listener.stop()
+            self._listener.stop(self._notify)
             self._listener = None
         self._db.close()
+
+    def _notify(self, payload: str) -> None:
+        with self._db.read() as conn:
+            conn.execute("SELECT pg_notify(%s, %s)", (channel_of(self.store_id), payload))
 
     def __enter__(self) -> PostgresStore:
         return self
@@ -213,9 +218,11 @@ class PostgresStore:
         """``atomic`` yielding the transaction's connection (for the parts)."""
         delta = self._log.delta
         outer = False
-        signed: tuple[int, str] | None = None
+        signed: tuple[int, str, list[Path]] | None = None
         try:
-            with self._db.transaction() as (conn, outer):
+            with self._db.transaction(TIP_SQL) as (conn, outer, tip):
+                if outer:
+                    delta.begin(tip)
                 mark = delta.mark()
                 try:
                     yield conn
@@ -235,15 +242,15 @@ class PostgresStore:
             if signed is not None:
                 self._log.write_witness(*signed)
 
-    def _before_commit(self, conn: Connection) -> tuple[int, str] | None:
+    def _before_commit(self, conn: Connection) -> tuple[int, str, list[Path]] | None:
         """Sign the head if this transaction moved it, and NOTIFY the store's listeners
-        (delivered at COMMIT). Returns the signed (seq, hash) to witness after the commit."""
-        signed = None
-        if self._log.delta.dirty and self._log.store_id:
-            self._log.sign(conn)
-            signed = ChangeLog.last(conn)
-        if self._log.store_id:
-            conn.execute("SELECT pg_notify(%s, '')", (channel_of(self._log.store_id),))
+        (delivered at COMMIT), in one round trip. Returns what to witness after the commit."""
+        store_id = self._log.store_id
+        if not store_id:
+            return None
+        with conn.pipeline():
+            signed = self._log.sign(conn) if self._log.delta.dirty else None
+            conn.execute("SELECT pg_notify(%s, '')", (channel_of(store_id),))
         return signed
 
     # ------------------------------------------------------------------ writes

@@ -59,6 +59,7 @@ class VectorSource:
         self._delta = delta
         self._rows = rows
         self._write = write  # the store's atomic(), yielding the transaction's connection
+        self._hnsw_dim = 0
 
     def set_vector(self, knowledge_id: str, vector: np.ndarray) -> None:
         with self._write() as conn:
@@ -71,11 +72,18 @@ class VectorSource:
 
     # -- writes ---------------------------------------------------------------------------
 
+    def _index_for(self, conn: Connection, dim: int) -> None:
+        """``ensure_hnsw`` once per dimension seen by this process (a query per put
+        otherwise); a dimension changed by a peer is seen at the next new dimension here."""
+        if self._hnsw_dim != dim:
+            ensure_hnsw(conn, dim)
+            self._hnsw_dim = dim
+
     def add(self, conn: Connection, rows: Sequence[tuple[int, np.ndarray]]) -> None:
         """Vectors of new records (inside the write transaction)."""
         if not rows:
             return
-        ensure_hnsw(conn, len(rows[0][1]))
+        self._index_for(conn, len(rows[0][1]))
         with conn.cursor(binary=True) as cur:
             cur.executemany(
                 "INSERT INTO vectors(rowid, vec) VALUES (%s, %s)",
@@ -84,7 +92,7 @@ class VectorSource:
         self._delta.count(census.VECTORS, len(rows))
 
     def set(self, conn: Connection, rowid: int, vector: np.ndarray) -> None:
-        ensure_hnsw(conn, len(vector))
+        self._index_for(conn, len(vector))
         had = conn.execute(
             "INSERT INTO vectors(rowid, vec) VALUES (%s, %s) ON CONFLICT (rowid) "
             "DO UPDATE SET vec = excluded.vec RETURNING (xmax <> 0)",
@@ -94,6 +102,7 @@ class VectorSource:
             self._delta.count(census.VECTORS)
 
     def clear(self, conn: Connection) -> None:
+        self._hnsw_dim = 0
         gone = conn.execute("DELETE FROM vectors").rowcount
         self._delta.count(census.VECTORS, -gone)
         self._delta.dirty = True

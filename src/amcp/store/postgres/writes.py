@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from amcp.amf.canonical import canonical_packb
 from amcp.amf.record import AMFRecord
 from amcp.amf.types import Lifecycle
+from amcp.errors import ValidationError
 from amcp.keyring import Keyring
 from amcp.store import sqlite_census as census
 from amcp.store import sqlite_rows as col
@@ -31,7 +32,7 @@ from amcp.store.postgres.lexical import LexicalIndex
 from amcp.store.postgres.rows import GET_BY_ID, GET_MANY, INSERT_SEALED, UPDATE_SEALED
 from amcp.store.postgres.vectors import VectorSource
 from amcp.store.postgres.verified import RowVerifier
-from amcp.store.rowseal import Sealer
+from amcp.store.rowseal import SEALED, Sealer
 from amcp.store.sqlite_batch import rewrite_result
 from amcp.store.sqlite_derived import event_rows, link_rows
 
@@ -53,6 +54,16 @@ class _Batch:
         self.links: list[tuple[int, str, str]] = []
         self.lexical: list[tuple[int, str, str]] = []
         self.vectors: list[tuple[int, np.ndarray]] = []
+
+
+def _no_nul(kid: str, values: Sequence[Any]) -> None:
+    """PostgreSQL text cannot hold NUL: one clear error, not a driver one, and nothing is
+    written (the sealed columns must round-trip exactly, so they are not altered)."""
+    for name, value in zip(SEALED, values, strict=True):
+        if isinstance(value, str) and "\0" in value:
+            raise ValidationError(
+                name, f"{kid} holds a NUL character, which PostgreSQL text cannot store"
+            )
 
 
 class RecordWrites:
@@ -87,9 +98,8 @@ class RecordWrites:
         results: list[PutResult] = []
         with self._atomic() as conn:
             known = self._known(conn, list(dict.fromkeys(i.record.knowledge_id for i in items)))
-            seq, prev = ChangeLog.last(conn)
-            top = conn.execute("SELECT COALESCE(MAX(rowid), 0) FROM records").fetchone()
-            rowid = int(top[0]) if top else 0
+            delta = self._log.delta  # the tip read under the lock
+            seq, prev, rowid = delta.seq, delta.hash, delta.top_rowid
             batch = _Batch()
             counts = termstats.Deltas()
             now = time.time()
@@ -103,13 +113,14 @@ class RecordWrites:
                 rowid += 1
                 prev = self._stage(batch, item, rowid, seq, prev, now)
                 if (item.index_text or item.index_context) and item.lifecycle is Lifecycle.ACTIVE:
-                    counts.add(item.record.meta.project_scope, item.index_text or "",
-                               item.index_context or "", +1)
+                    counts.add(item.record.meta.project_scope, *batch.lexical[-1][1:], +1)
                 known[kid] = (checksum, item.lifecycle.value, item.hlc, rowid)
                 results.append(PutResult(kid, created=True, hlc=item.hlc, rowid=rowid))
             if batch.records:
-                self._write(conn, batch)
-                self._lexical.apply(conn, counts)
+                delta.seq, delta.hash, delta.top_rowid = seq, prev, rowid
+                with conn.pipeline():  # every insert in one round trip
+                    self._write(conn, batch)
+                    self._lexical.apply(conn, counts)
         return results
 
     def _stage(
@@ -141,6 +152,7 @@ class RecordWrites:
             0.5, record.integrity.checksum, record.integrity.envelope,
             self._content_key(record), now, seq,
         )
+        _no_nul(kid, values)
         seal = self._sealer.seal(rowid, values, body)
         if not item.sensitive:
             self._rows.remember(kid, seal, record)
@@ -154,7 +166,9 @@ class RecordWrites:
         batch.events.extend(event_rows(rowid, record))
         batch.links.extend(link_rows(rowid, record))
         if item.index_text or item.index_context:
-            batch.lexical.append((rowid, item.index_text or "", item.index_context or ""))
+            # NUL separates tokens, as FTS5's tokenizer reads it; PostgreSQL text cannot hold it.
+            batch.lexical.append((rowid, (item.index_text or "").replace("\0", " "),
+                                  (item.index_context or "").replace("\0", " ")))
         if item.vector is not None:
             batch.vectors.append((rowid, item.vector))
         return digest
@@ -165,23 +179,22 @@ class RecordWrites:
             cur.executemany(INSERT_SEALED, batch.records)
         delta = self._log.delta
         for key, table, cols, rows in (
-            (census.SCOPES, "record_scopes", "rid, scope", batch.scopes),
-            (census.TAGS, "record_tags", "rid, tag", batch.tags),
+            (census.SCOPES, "record_scopes", "rid, scope", list(dict.fromkeys(batch.scopes))),
+            (census.TAGS, "record_tags", "rid, tag", list(dict.fromkeys(batch.tags))),
             ("", "record_events", "rid, event", batch.events),
             ("", "record_links", "rid, kind, ref", batch.links),
         ):
             if not rows:
                 continue
-            width = len(rows[0])
-            types = ["bigint", "text", "text"][:width]
-            added = conn.execute(
+            types = ["bigint", "text", "text"][: len(rows[0])]
+            conn.execute(
                 f"INSERT INTO {table}({cols}) SELECT * FROM unnest("
                 + ", ".join(f"%s::{t}[]" for t in types)
                 + ") ON CONFLICT DO NOTHING",
                 tuple(list(c) for c in zip(*rows, strict=True)),
-            ).rowcount
-            if key:
-                delta.count(key, max(added, 0))
+            )
+            if key:  # the rows are new (new row ids, duplicates dropped above)
+                delta.count(key, len(rows))
         self._lexical.add(conn, batch.lexical)
         self._vectors.add(conn, batch.vectors)
 
@@ -242,8 +255,7 @@ class RecordWrites:
                 knowledge_id, "KT-FACT", None, None, None, None, None, Lifecycle.PURGED.value,
                 hlc, None, reason, None, 0, 0.5, None, None, None, time.time(), seq,
             )
-            top = conn.execute("SELECT COALESCE(MAX(rowid), 0) FROM records").fetchone()
-            rowid = (int(top[0]) if top else 0) + 1
+            rowid = self._log.delta.next_rowid()
             seal = self._sealer.seal(rowid, values, None)
             conn.execute(INSERT_SEALED, (rowid, *values, None, seal))
             self._log.delta.resealed(None, seal, rows=1)
