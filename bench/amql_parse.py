@@ -23,7 +23,7 @@ from amcp.amql import parse
 from amcp.amql.parser import parser
 
 HERE = Path(__file__).resolve().parent
-SPEC = HERE.parent.parent / "shared/spec/upstream/AMCP_v1.0.json"
+SPEC = HERE.parent / "tests/spec/upstream/AMCP_v1.0.json"
 OUT = HERE / "results" / "amql_parse.json"
 TARGET_MS = 1.0
 

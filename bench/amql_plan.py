@@ -30,7 +30,7 @@ from amcp.amql.planner import plan_recall
 from amcp.amql.run import run_query
 from amcp.memory import Memory
 
-SPEC = Path(__file__).resolve().parents[2] / "shared/spec/upstream/AMCP_v1.0.json"
+SPEC = Path(__file__).resolve().parents[1] / "tests/spec/upstream/AMCP_v1.0.json"
 TARGET_MS = 1.0
 PROJECT = "StepQuant"
 EXTRA = {

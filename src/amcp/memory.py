@@ -109,6 +109,7 @@ class Memory(WritePath, ReviewPath):
         store: Store | None = None,
         check_embedder: bool = True,
         witness_dirs: Sequence[str | Path] | None = None,
+        wall_clock: Callable[[], float] = time.time,
     ) -> None:
         # A path ("~/.amcp/memory.db", as the README writes it), sqlite:… or postgresql://…
         # (amcp.store.url: an unknown scheme is refused, never made a file name).
@@ -132,7 +133,11 @@ class Memory(WritePath, ReviewPath):
         self.node_uri = node_uri
         self.default_scope = default_scope
         self._writes = threading.RLock()  # see atomic(): the one place writes take turns
-        self.clock = HLC(node_tag(self.store.get_meta("node_key") or node_uri))
+        # wall_clock (seconds): what a new record's created_at and the HLC's physical part
+        # read; tests pass a clock they move instead of sleeping.
+        self.wall_clock = wall_clock
+        self.clock = HLC(node_tag(self.store.get_meta("node_key") or node_uri),
+                         wall=lambda: int(wall_clock() * 1000))
         self.clock.observe(self.store.max_hlc())
         self.embedder: Embedder | None = (
             resolve_embedder(self.store, embedder)
@@ -214,6 +219,8 @@ class Memory(WritePath, ReviewPath):
         See ``amcp.amf.compose.compose_record`` for the fields.
         """
         fields.setdefault("created_by", self.node_uri)
+        if fields.get("created_at") is None:
+            fields["created_at"] = self.wall_clock()
         claim = fields.pop("provenance", None)
         if fields.get("scope") is None:
             fields["scope"] = self.own_scope(claim)

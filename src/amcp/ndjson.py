@@ -156,18 +156,8 @@ def import_ndjson(
                 )
             continue
         if "tombstone" in obj:
-            flush()
-            kid = (
-                obj["tombstone"].get("knowledge_id") if isinstance(obj["tombstone"], dict) else None
-            )
-            if not isinstance(kid, str) or not KNOWLEDGE_ID.fullmatch(kid):
-                raise ValidationError(
-                    f"line {lineno}", f"tombstone knowledge_id {kid!r} is not a knowledge id"
-                )
-            if memory.store.put_tombstone(
-                kid, hlc=memory.clock.send(), reason=obj["tombstone"].get("reason")
-            ):
-                memory.searcher.reset()
+            flush()  # in file order: the records before it are stored first
+            _put_tombstone(memory, obj["tombstone"], lineno)
             report.tombstones += 1
             continue
         amf = obj.get("amf", obj)  # a bare AMF record per line is accepted too
@@ -181,6 +171,16 @@ def import_ndjson(
             flush()
     flush()
     return report
+
+
+def _put_tombstone(memory: MemoryWriter, tomb: Any, lineno: int) -> None:
+    kid = tomb.get("knowledge_id") if isinstance(tomb, dict) else None
+    if not isinstance(kid, str) or not KNOWLEDGE_ID.fullmatch(kid):
+        raise ValidationError(
+            f"line {lineno}", f"tombstone knowledge_id {kid!r} is not a knowledge id"
+        )
+    if memory.store.put_tombstone(kid, hlc=memory.clock.send(), reason=tomb.get("reason")):
+        memory.searcher.reset()
 
 
 def validate_ndjson(source: Iterable[str | bytes]) -> int:

@@ -1,4 +1,4 @@
-"""Where amcp keeps per-user state outside a store's own directory.
+"""Where amcp keeps per-user state outside a store's own directory, and its caches.
 
 The witness of a store's change-log head must not live beside the store: whoever restores
 the store directory from an older copy (or deletes a ``keys/witness`` folder next to it)
@@ -7,8 +7,13 @@ directory, the place meant for "state that should persist between restarts but i
 user data" (XDG Base Directory spec ``$XDG_STATE_HOME``; macOS Application Support;
 Windows ``%LOCALAPPDATA%``).
 
+The derived files amcp can rebuild (the MiniLM ONNX export) go to the user's cache
+directory (``$XDG_CACHE_HOME``, else ``~/.cache``).
+
 Called by composition roots (``Memory``, the CLI, the hooks' entry point) when the caller
-names no witness directory; reading the environment here is reading it for them.
+names no witness directory, and by ``MiniLMEmbedder``'s constructor when it is given no
+``cache_dir``; reading the environment here is reading it for them. This is the one module
+outside ``amcp.cli`` and the hooks' entry point that reads the environment.
 """
 
 from __future__ import annotations
@@ -42,4 +47,12 @@ def default_witness_dir(environ: Mapping[str, str] | None = None) -> str:
     return os.path.join(state_dir(environ), "witness")
 
 
-__all__ = ["default_witness_dir", "state_dir"]
+def cache_dir(environ: Mapping[str, str] | None = None) -> str:
+    """amcp's per-user cache directory (not created here): ``$XDG_CACHE_HOME/amcp`` or
+    ``~/.cache/amcp``."""
+    env = os.environ if environ is None else environ
+    base = env.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "amcp")
+
+
+__all__ = ["cache_dir", "default_witness_dir", "state_dir"]

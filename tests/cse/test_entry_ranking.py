@@ -140,11 +140,11 @@ def test_core_ranking_recomputed_when_weights_move(mem: Memory) -> None:
     assert ranked_ids(mem.store, flt, 3) == _fresh(mem, flt, 3)[:3]
 
 
-def test_many_writes_fall_back_to_a_full_rerank(mem: Memory, monkeypatch) -> None:
+def test_many_writes_fall_back_to_a_full_rerank(mem: Memory) -> None:
     seed(mem, 20)
     flt = RecordFilter(types=(KT.FACT,), now=NOW)
     ranked_ids(mem.store, flt, 2)
-    monkeypatch.setattr(cse_cache, "MAX_CATCH_UP", 2)
+    cache_for(mem.store).max_catch_up = 2
     for i in range(4):
         add(mem, f"fact {i}", KT.FACT, at=T0 + 5000 + i, subject=f"z.{i}")
     assert ranked_ids(mem.store, flt, 2) == _fresh(mem, flt, 2)

@@ -13,7 +13,6 @@ import pytest
 from amcp.amf.types import KnowledgeType as KT
 from amcp.amf.types import Lifecycle
 from amcp.cse import relevance as rel
-from amcp.cse.cache import cache_for
 from amcp.memory import Memory
 from amcp.store.base import RecordFilter
 
@@ -30,12 +29,11 @@ def mem(tmp_path: Path) -> Memory:
 
 
 @pytest.fixture(params=[False, True], ids=["one-part", "two-parts"])
-def quantise_small(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> bool:
+def quantise_small(request: pytest.FixtureRequest, mem: Memory) -> bool:
     """Use the quantised pre-scan even on a test-sized store, in one part and in two
     (scanned on two threads)."""
-    monkeypatch.setattr(rel, "MIN_QUANTISED", 0)
-    if request.param:
-        monkeypatch.setattr(rel, "SPLIT_MIN", 8)
+    split = 8 if request.param else rel.SPLIT_MIN
+    rel.scan_for(mem.store).limits = rel.ScanLimits(min_quantised=0, split_min=split)
     return bool(request.param)
 
 
@@ -89,14 +87,14 @@ def test_small_store_scans_every_row_without_a_copy(mem: Memory) -> None:
     q = _query(mem)
     flt = RecordFilter(now=NOW)
     assert rel.top_relevant(mem, q, flt, 7) == _exact(mem, q, 7, flt)
-    assert cache_for(mem.store).quantised is None  # below MIN_QUANTISED: no SQ8 copy
+    assert rel.scan_for(mem.store).copy is None  # below MIN_QUANTISED: no SQ8 copy
 
 
 def test_catch_up_equals_a_fresh_rebuild(mem: Memory, quantise_small: bool) -> None:
     flt = RecordFilter(now=NOW)
     q = _query(mem)
     rel.top_relevant(mem, q, flt, 5, candidates=16)
-    copy = cache_for(mem.store).quantised
+    copy = rel.scan_for(mem.store).copy
     assert copy is not None
     ids = [add(mem, f"retry timeout api call variant {i}", KT.PITFALL, at=NOW - 60 + i)
            for i in range(5)]
@@ -104,13 +102,13 @@ def test_catch_up_equals_a_fresh_rebuild(mem: Memory, quantise_small: bool) -> N
     victim = mem.list_records()[3].knowledge_id
     mem.invalidate(victim, "wrong")
     caught = rel.top_relevant(mem, q, flt, 5, candidates=16)
-    assert cache_for(mem.store).quantised is copy  # caught up in place, not rebuilt
+    assert rel.scan_for(mem.store).copy is copy  # caught up in place, not rebuilt
     index = mem.searcher._ensure_index()
     assert index is not None
     assert sorted(copy.rowids.tolist()) == sorted(index.ids().tolist())
-    cache_for(mem.store).quantised = None
+    rel.scan_for(mem.store).copy = None
     fresh = rel.top_relevant(mem, q, flt, 5, candidates=16)
-    rebuilt = cache_for(mem.store).quantised
+    rebuilt = rel.scan_for(mem.store).copy
     assert rebuilt is not None and rebuilt is not copy
     assert _codes(rebuilt) == _codes(copy)  # a code depends on its vector alone
     assert caught == fresh == _exact(mem, q, 5, flt)
@@ -121,17 +119,17 @@ def test_replaced_index_is_rebuilt(mem: Memory, quantise_small: bool) -> None:
     flt = RecordFilter(now=NOW)
     q = _query(mem)
     rel.top_relevant(mem, q, flt, 5, candidates=16)
-    first = cache_for(mem.store).quantised
+    first = rel.scan_for(mem.store).copy
     mem.searcher.reset()
     assert rel.top_relevant(mem, q, flt, 5, candidates=16) == _exact(mem, q, 5, flt)
-    assert cache_for(mem.store).quantised is not first
+    assert rel.scan_for(mem.store).copy is not first
 
 
 def test_pack_digest_same_after_catch_up_and_rebuild(mem: Memory, quantise_small: bool) -> None:
     mem.context(TASK, budget_tokens=6000, now=NOW)
     add(mem, "retry the call once the timeout passed", KT.PITFALL, at=NOW - 5)
     caught = mem.context(TASK, budget_tokens=6000, now=NOW).digest
-    cache_for(mem.store).quantised = None
+    rel.scan_for(mem.store).copy = None
     assert mem.context(TASK, budget_tokens=6000, now=NOW).digest == caught
 
 
@@ -254,24 +252,24 @@ def test_split_scan_gives_the_one_part_set(depth: int) -> None:
         for _ in range(20):
             q = rel._query_codes(rel._unit(rng.standard_normal((1, 16)).astype(np.float32)))
             one = rel._scan([whole], q, depth)
-            two = rel._scan(parts, q, depth)
+            two = rel._scan(parts, q, depth, rel.StoreScan().helper)
             assert sorted(two.tolist()) == sorted(one.tolist())
             assert len(one) < depth or depth > len(vecs)  # strictly above the cut
 
 
-def test_split_copy_grows_into_two_parts(mem: Memory, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A one-part copy of a store that grew well past SPLIT_MIN is rebuilt in two."""
-    monkeypatch.setattr(rel, "MIN_QUANTISED", 0)
-    monkeypatch.setattr(rel, "SPLIT_MIN", 1_000)
+def test_split_copy_grows_into_two_parts(mem: Memory) -> None:
+    """A one-part copy of a store that grew well past split_min is rebuilt in two."""
+    scan = rel.scan_for(mem.store)
+    scan.limits = rel.ScanLimits(min_quantised=0, split_min=1_000)
     flt = RecordFilter(now=NOW)
     q = _query(mem)
     rel.top_relevant(mem, q, flt, 5, candidates=16)
-    copy = cache_for(mem.store).quantised
+    copy = rel.scan_for(mem.store).copy
     assert copy is not None and len(copy.parts) == 1
-    monkeypatch.setattr(rel, "SPLIT_MIN", 20)  # the 60-row store is now 3x SPLIT_MIN
+    scan.limits = rel.ScanLimits(min_quantised=0, split_min=20)  # the 60 rows: 3x split_min
     add(mem, "retry the call once the timeout passed", KT.PITFALL, at=NOW - 5)
     assert rel.top_relevant(mem, q, flt, 5, candidates=16) == _exact(mem, q, 5, flt)
-    grown = cache_for(mem.store).quantised
+    grown = rel.scan_for(mem.store).copy
     assert grown is not None and grown is not copy and len(grown.parts) == 2
     index = mem.searcher._ensure_index()
     assert index is not None
@@ -293,26 +291,18 @@ QUERIES = (TASK, "cache index budget", "python sqlite network socket", "deploy s
            "order price risk agent")
 
 
-def test_pack_digest_same_through_sq8_and_exact(
-    big: Memory, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_pack_digest_same_through_sq8_and_exact(big: Memory) -> None:
     """The pack is the exact pipeline's, whichever path found its candidates."""
-    import functools
-
-    from amcp.cse import pack as pack_mod
-
     def digests() -> list[str]:
-        cache_for(big.store).quantised = None
+        rel.scan_for(big.store).copy = None
         return [big.context(t, budget_tokens=6000, now=NOW).digest for t in QUERIES]
 
     exact = digests()  # 240 rows < MIN_QUANTISED: every row is reranked exactly
-    monkeypatch.setattr(rel, "MIN_QUANTISED", 0)
     # SQ8 depth 96 for the pack's 48 hits, so the pre-scan really cuts the 240 rows
-    monkeypatch.setattr(pack_mod, "top_relevant",
-                        functools.partial(rel.top_relevant, candidates=96))
-    assert cache_for(big.store).quantised is None
+    rel.scan_for(big.store).limits = rel.ScanLimits(candidates=96, min_quantised=0)
+    assert rel.scan_for(big.store).copy is None
     sq8 = digests()
-    assert cache_for(big.store).quantised is not None  # the SQ8 path ran
+    assert rel.scan_for(big.store).copy is not None  # the SQ8 path ran
     assert sq8 == exact
 
 
@@ -352,15 +342,15 @@ def test_named_rowids_names_what_filter_rowids_keeps(mem: Memory) -> None:
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
-def test_split_scan_works_in_a_forked_child(mem: Memory, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_split_scan_works_in_a_forked_child(mem: Memory) -> None:
     """A child forked after a split scan makes its own helper thread (the parent's is not
     there), instead of waiting forever for it."""
-    monkeypatch.setattr(rel, "MIN_QUANTISED", 0)
-    monkeypatch.setattr(rel, "SPLIT_MIN", 8)
+    rel.scan_for(mem.store).limits = rel.ScanLimits(min_quantised=0, split_min=8)
     flt = RecordFilter(now=NOW)
     q = _query(mem)
     want = rel.top_relevant(mem, q, flt, 5, candidates=16)
-    assert rel._HELPER  # the parent made its helper
+    # the parent made its helper
+    assert any(t.name.startswith("amcp-cse-scan") for t in threading.enumerate())
     pid = os.fork()
     if pid == 0:  # pragma: no cover - the child reports through its exit status
         code = 1

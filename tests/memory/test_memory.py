@@ -35,15 +35,21 @@ def test_remember_and_recall(mem: Memory) -> None:
     assert rec.integrity.signature  # the node signs what it writes
 
 
-def test_identical_content_is_already_stored(mem: Memory) -> None:
-    first = mem.remember("deploys happen on Thursday", scope="team:x")
-    time.sleep(0.002)
-    again = mem.remember("deploys happen on Thursday", scope="team:x", created_by="amcp://ai.other")
-    assert again.status is Status.OK and again.knowledge_id == first.knowledge_id
-    assert again.duplicate_of == first.knowledge_id
-    assert mem.stats().records == 1
-    other_scope = mem.remember("deploys happen on Thursday", scope="team:y")
-    assert other_scope.created
+def test_identical_content_is_already_stored(tmp_path: Path) -> None:
+    """The same text again, a minute later and from another writer, is the stored record."""
+    now = [1_790_000_000.0]
+    with Memory(tmp_path / "m.db", embedder="hashing", wall_clock=lambda: now[0]) as mem:
+        first = mem.remember("deploys happen on Thursday", scope="team:x")
+        now[0] += 60  # a different created_at, so the bodies differ
+        again = mem.remember("deploys happen on Thursday", scope="team:x",
+                             created_by="amcp://ai.other")
+        assert again.status is Status.OK and again.knowledge_id == first.knowledge_id
+        assert again.duplicate_of == first.knowledge_id
+        assert mem.stats().records == 1
+        other_scope = mem.remember("deploys happen on Thursday", scope="team:y")
+        assert other_scope.created
+        rec = mem.get(first.knowledge_id).record
+        assert rec is not None and rec.meta.created_at.startswith("2026-09-21T")
 
 
 def test_near_duplicates_are_reported_not_blocked(mem: Memory) -> None:

@@ -4,10 +4,15 @@ slowloris (one byte a second) and a peer that never reads."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import socket
+import threading
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 from tests.node.kit import (
+    FAST,
     RawPeer,
     client_for,
     free_port,
@@ -20,8 +25,8 @@ from tests.node.kit import (
 )
 
 from amcp.memory import Memory
-from amcp.node import NodeServer
-from amcp.wire import MsgType
+from amcp.node import NodeServer, connect
+from amcp.wire import FrameDecoder, MsgType
 
 M = MsgType
 
@@ -63,21 +68,21 @@ def test_offline_queue_replays_after_restart_without_duplicates(tmp_path: Path) 
 
 
 def test_requires_ack_retransmits_the_same_frame(tmp_path: Path) -> None:
-    """The node holds the first copy too long: the client retransmits (same seq); the node
-    drops the duplicate, answers once, and the write is stored once."""
+    """The node holds the first copy until the client has retransmitted it (same seq, seen
+    on the wire by a relay in between); the node drops the duplicate, answers once, and the
+    write is stored once."""
     mem = make_memory(tmp_path)
+    resent = threading.Event()
 
     async def main() -> None:
-        async with running(mem) as server:
-            c = await client_for(server)
+        async with running(mem) as server, _relay(server.port, resent) as port:
+            c = await connect("127.0.0.1", port, retry=FAST)
             original = mem.put
             calls = []
 
             def slow_put(*a, **kw):  # type: ignore[no-untyped-def]
-                calls.append(1)
-                import time
-
-                time.sleep(0.8)  # longer than ack_timeout + first backoff (0.3 + 0.3)
+                # Held until the retransmission (after FAST.ack_timeout) went past the relay.
+                calls.append(resent.wait(30))
                 return original(*a, **kw)
 
             mem.put = slow_put  # type: ignore[method-assign]
@@ -86,7 +91,7 @@ def test_requires_ack_retransmits_the_same_frame(tmp_path: Path) -> None:
             finally:
                 mem.put = original  # type: ignore[method-assign]
             assert ack.status == 201
-            assert len(calls) == 1
+            assert calls == [True]
             await c.end()
 
     try:
@@ -94,6 +99,37 @@ def test_requires_ack_retransmits_the_same_frame(tmp_path: Path) -> None:
         assert mem.stats().records == 1
     finally:
         mem.close()
+
+
+@asynccontextmanager
+async def _relay(node_port: int, resent: threading.Event) -> AsyncIterator[int]:
+    """A loopback relay to the node on ``node_port`` that decodes what clients send and sets
+    ``resent`` once a MEMORY_WRITE frame has come twice with one sequence number."""
+    seen: list[int] = []
+
+    async def pump(src: asyncio.StreamReader, dst: asyncio.StreamWriter,
+                   decoder: FrameDecoder | None) -> None:
+        while data := await src.read(65536):
+            for frame in decoder.feed(data) if decoder is not None else ():
+                if frame.msg_type is M.MEMORY_WRITE:
+                    if frame.seq in seen:
+                        resent.set()
+                    seen.append(frame.seq)
+            dst.write(data)
+            await dst.drain()
+        dst.close()
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        up_reader, up_writer = await asyncio.open_connection("127.0.0.1", node_port)
+        with contextlib.suppress(ConnectionError, OSError):
+            await asyncio.gather(pump(reader, up_writer, FrameDecoder()),
+                                 pump(up_reader, writer, None))
+
+    relay = await asyncio.start_server(serve, "127.0.0.1", 0)
+    try:
+        yield relay.sockets[0].getsockname()[1]
+    finally:
+        relay.close()
 
 
 async def _working_client_survives(server: NodeServer, mem: Memory, seconds: float) -> int:

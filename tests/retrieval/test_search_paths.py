@@ -153,9 +153,19 @@ def test_scoped_lexical_page_from_the_scope_equals_join(
 
 
 @pytest.fixture
-def small_ann(monkeypatch: pytest.MonkeyPatch) -> None:
+def small_ann() -> None:
     pytest.importorskip("faiss")
-    monkeypatch.setattr(vectors, "ANN_THRESHOLD", 200)
+
+
+SMALL_ANN = search.IndexPolicy(ann_threshold=200)  # the graph from 200 vectors, not 20k
+
+
+def _open(path: Path, policy: search.IndexPolicy = SMALL_ANN) -> Memory:
+    """A Memory whose searcher builds its ANN graph (and saves its snapshot) by ``policy``:
+    set before the first search, which builds the index."""
+    mem = Memory(path, embedder="hashing")
+    mem.searcher.index_policy = policy
+    return mem
 
 
 def _ann(mem: Memory) -> vectors.VectorIndex:
@@ -167,15 +177,15 @@ def _ann(mem: Memory) -> vectors.VectorIndex:
 
 
 @pytest.mark.usefixtures("small_ann")
-def test_snapshot_saved_and_reused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_snapshot_saved_and_reused(tmp_path: Path) -> None:
     path = tmp_path / "m.db"
     snap = tmp_path / "m.db.vectors"
-    with Memory(path, embedder="hashing") as mem:
+    with _open(path) as mem:
         _fill(mem, 300)
         _ann(mem)
         assert snap.exists()  # written when the graph came into use
         before = [h.knowledge_id for h in mem.recall("redis pooling tweak 7", touch=False).hits]
-    with Memory(path, embedder="hashing") as mem:
+    with _open(path) as mem:
         mem.recall("warm", touch=False)
         index = mem.searcher.index
         assert index is not None
@@ -189,7 +199,7 @@ def test_snapshot_saved_and_reused(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     # Closed after a few changes: the snapshot is not rewritten (it is ~3 KiB a vector);
     # the next open replays those changes from the log and gets the same index.
     mtime = snap.stat().st_mtime_ns
-    with Memory(path, embedder="hashing") as mem:
+    with _open(path) as mem:
         mem.recall("warm", touch=False)
         assert snap.stat().st_mtime_ns == mtime
         assert mem.searcher._saved != mem.searcher._seen
@@ -199,10 +209,10 @@ def test_snapshot_saved_and_reused(tmp_path: Path, monkeypatch: pytest.MonkeyPat
         assert {mem.store.rowid_of(k) for k in added} <= ids
         assert mem.store.rowid_of(gone) not in ids
         # Far enough behind (the threshold lowered to what this test writes): saved on close.
-        monkeypatch.setattr(search, "_SAVE_MIN_CHANGES", 5)
-        monkeypatch.setattr(search, "_SAVE_MIN_SHARE", 0.0)
+        mem.searcher.index_policy = search.IndexPolicy(
+            ann_threshold=200, save_min_changes=5, save_min_share=0.0)
         again = _fill(mem, 5, start=2000)
-    with Memory(path, embedder="hashing") as mem:
+    with _open(path) as mem:
         mem.recall("warm", touch=False)
         assert mem.searcher._saved == mem.searcher._seen  # loaded at the head: no replay
         index = mem.searcher.index
@@ -213,8 +223,8 @@ def test_snapshot_saved_and_reused(tmp_path: Path, monkeypatch: pytest.MonkeyPat
 @pytest.mark.usefixtures("small_ann")
 def test_index_follows_another_writer(tmp_path: Path) -> None:
     path = tmp_path / "m.db"
-    reader = Memory(path, embedder="hashing")
-    writer = Memory(path, embedder="hashing")
+    reader = _open(path)
+    writer = _open(path)
     try:
         _fill(writer, 250)
         _ann(reader)
@@ -235,13 +245,13 @@ def test_index_follows_another_writer(tmp_path: Path) -> None:
 @pytest.mark.usefixtures("small_ann")
 def test_snapshot_of_another_history_is_ignored(tmp_path: Path) -> None:
     a, b = tmp_path / "a" / "m.db", tmp_path / "b" / "m.db"
-    with Memory(a, embedder="hashing") as mem:
+    with _open(a) as mem:
         _fill(mem, 300)
         _ann(mem)
-    with Memory(b, embedder="hashing") as mem:
+    with _open(b) as mem:
         _fill(mem, 250, start=5000)
     shutil.copy(a.with_name("m.db.vectors"), b.with_name("m.db.vectors"))
-    with Memory(b, embedder="hashing") as mem:
+    with _open(b) as mem:
         mem.recall("warm", touch=False)
         index = mem.searcher.index
         assert index is not None
@@ -250,7 +260,7 @@ def test_snapshot_of_another_history_is_ignored(tmp_path: Path) -> None:
     # A corrupt snapshot is a rebuild too.
     snap = a.with_name("m.db.vectors")
     snap.write_bytes(snap.read_bytes()[:-40])
-    with Memory(a, embedder="hashing") as mem:
+    with _open(a) as mem:
         mem.recall("warm", touch=False)
         assert mem.searcher.index is not None
         assert len(mem.searcher.index) == 300

@@ -108,6 +108,40 @@ def _extensions(extensions: Mapping[str, Any] | None, kind: str | None,
     return ext
 
 
+def _core(text: str | None, subject: str, predicate: Predicate | str, object: str | None, *,
+          confidence: float, condition: str | None, evidence: Sequence[str] | None,
+          session: str | None, sample_size: int | None) -> Core:
+    ev = list(evidence or [])
+    if session:
+        ev.append(session if session.startswith("session:") else f"session:{session}")
+    return Core.from_dict(
+        {
+            "subject": subject,
+            "predicate": enum_value(Predicate, predicate, "core.predicate").value,
+            "object": object if object is not None else text,
+            "confidence": confidence,
+            "condition": condition,
+            "evidence": ev or None,
+            "sample_size": sample_size,
+        }
+    )
+
+
+def _meta(created_at: Any, created_by: str | None, scopes: tuple[str, ...],
+          language: str | None, decay: DecayModel | None) -> Meta:
+    return Meta.from_dict(
+        {
+            "created_at": normalise_timestamp(created_at, "created_at")
+            if created_at is not None
+            else utc_now(),
+            "created_by": created_by or "amcp://db.amcp.local",
+            "project_scope": list(scopes),
+            "language": language,
+            "decay_model": decay.to_dict() if decay else None,
+        }
+    )
+
+
 @_keyword_errors
 def compose_record(
     text: str | None = None,
@@ -148,39 +182,15 @@ def compose_record(
     _check_text(text, object)
     ktype = enum_value(KnowledgeType, type, "type")
     ext = _extensions(extensions, kind, ttl)
-    ev = list(evidence or [])
-    if session:
-        ev.append(session if session.startswith("session:") else f"session:{session}")
     return build_record(
         type=ktype,
-        core=Core.from_dict(
-            {
-                "subject": subject or subject_for(scopes[0], kind or "note"),
-                "predicate": enum_value(Predicate, predicate, "core.predicate").value,
-                "object": object if object is not None else text,
-                "confidence": confidence,
-                "condition": condition,
-                "evidence": ev or None,
-                "sample_size": sample_size,
-            }
-        ),
-        meta=Meta.from_dict(
-            {
-                "created_at": normalise_timestamp(created_at, "created_at")
-                if created_at is not None
-                else utc_now(),
-                "created_by": created_by or "amcp://db.amcp.local",
-                "project_scope": list(scopes),
-                "language": language,
-                "decay_model": decay.to_dict() if decay else None,
-            }
-        ),
+        core=_core(text, subject or subject_for(scopes[0], kind or "note"), predicate, object,
+                   confidence=confidence, condition=condition, evidence=evidence,
+                   session=session, sample_size=sample_size),
+        meta=_meta(created_at, created_by, scopes, language, decay),
         annotation=Annotation.from_dict(
-            {
-                "natural_language": text,
-                "tags": list(tags) if tags else None,
-                "context_hint": context,
-            }
+            {"natural_language": text, "tags": list(tags) if tags else None,
+             "context_hint": context}
         ),
         causal=Causal(caused_by=tuple(caused_by) if caused_by else None, supersedes=supersedes)
         if caused_by or supersedes

@@ -141,33 +141,34 @@ async def serve_http(
     )
     server = uvicorn.Server(config) if stop is None else _signal_free_server(config)
     watchers: list[asyncio.Task[None]] = []
-
-    async def announce() -> None:
-        while not server.started:
-            if server.should_exit:
-                return
-            await asyncio.sleep(0.02)
-        bound = port
-        for srv in getattr(server, "servers", ()):
-            for sock in srv.sockets:
-                bound = int(sock.getsockname()[1])
-                break
-        assert on_ready is not None
-        on_ready(bound)
-
-    async def stopper(event: asyncio.Event) -> None:
-        await event.wait()
-        server.should_exit = True
-
     if on_ready is not None:
-        watchers.append(asyncio.create_task(announce()))
+        watchers.append(asyncio.create_task(_announce(server, port, on_ready)))
     if stop is not None:
-        watchers.append(asyncio.create_task(stopper(stop)))
+        watchers.append(asyncio.create_task(_stop_on(server, stop)))
     try:
         await server.serve()
     finally:
         for task in watchers:
             task.cancel()
+
+
+async def _announce(server: Any, port: int, on_ready: Callable[[int], None]) -> None:
+    """``on_ready(bound port)`` once uvicorn listens (nothing if it exits first)."""
+    while not server.started:
+        if server.should_exit:
+            return
+        await asyncio.sleep(0.02)
+    bound = port
+    for srv in getattr(server, "servers", ()):
+        for sock in srv.sockets:
+            bound = int(sock.getsockname()[1])
+            break
+    on_ready(bound)
+
+
+async def _stop_on(server: Any, event: asyncio.Event) -> None:
+    await event.wait()
+    server.should_exit = True
 
 
 def _signal_free_server(config: Any) -> Any:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -24,6 +24,9 @@ from amcp.cli.common import (
 from amcp.cli.options import EmbedOpt, JsonOpt, ScopesOpt, StoreOpt, TypesOpt
 from amcp.cli.views import hit_json, item_json, print_item
 from amcp.refs import short_id
+
+if TYPE_CHECKING:
+    from amcp.memory_writes import WriteOutcome
 
 app = typer.Typer(
     name="amcp",
@@ -95,26 +98,18 @@ def remember(
         claim = {k: v for k, v in claim.items() if v is not None}
     with open_memory(store, embedder, create=True) as mem:
         res = mem.remember(
-            body,
-            scope=scope or [default_scope()],  # none given: this project's, never "*"
-            type=type_,
-            tags=tag,
-            kind=kind,
-            confidence=confidence,
-            ttl=ttl,
-            sensitive=sensitive,
-            provenance=claim,
+            body, scope=scope or [default_scope()],  # none given: this project's, never "*"
+            type=type_, tags=tag, kind=kind, confidence=confidence, ttl=ttl,
+            sensitive=sensitive, provenance=claim,
         )
+    _report_write(res, json_)
+
+
+def _report_write(res: WriteOutcome, json_: bool) -> None:
     if json_:
-        emit_json(
-            {
-                "knowledge_id": res.knowledge_id,
-                "status": int(res.status),
-                "duplicate_of": res.duplicate_of,
-                "near_duplicates": res.near_duplicates,
-                "held": res.held,
-            }
-        )
+        emit_json({"knowledge_id": res.knowledge_id, "status": int(res.status),
+                   "duplicate_of": res.duplicate_of, "near_duplicates": res.near_duplicates,
+                   "held": res.held})
         return
     verb = "stored" if res.created else "already stored"
     out.print(f"{verb} {res.knowledge_id}")

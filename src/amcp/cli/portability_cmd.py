@@ -76,16 +76,21 @@ def import_cmd(
         result = _run_import(store, embedder, where, options, dry_run=dry_run, quiet=json_)
         if report is not None:
             _write_reports(report, result)
-        if json_:
-            emit_json(result.to_dict())
-        else:
-            out.print(result.health.to_markdown(), markup=False)
-            if result.verification is not None:
-                out.print(result.verification.to_markdown(), markup=False)
-                out.print(f"created {result.created}, already stored {result.already}, "
-                          f"superseded {result.superseded}")
+        _print_result(result, json_)
         if not result.ok:
             raise typer.Exit(1)
+
+
+def _print_result(result: Any, json_: bool) -> None:
+    """The health (and, after a write, verification) report of an import."""
+    if json_:
+        emit_json(result.to_dict())
+        return
+    out.print(result.health.to_markdown(), markup=False)
+    if result.verification is not None:
+        out.print(result.verification.to_markdown(), markup=False)
+        out.print(f"created {result.created}, already stored {result.already}, "
+                  f"superseded {result.superseded}")
 
 
 def _run_import(

@@ -10,6 +10,7 @@ store's change mark, whose ``generation`` moves with every commit by anyone.
 
 from __future__ import annotations
 
+import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -23,19 +24,27 @@ from amcp.store.base import RecordFilter, RecordState, StateRow, Store, StoredRe
 
 T = TypeVar("T")
 MAX_ENTRIES = 50_000  # ~2 KiB each: a bounded cache, not a second copy of the store
+RANK_DEPTH = 2  # ranked lists keep limit × this, so writes that demote a few can be absorbed
+MAX_CATCH_UP = 256  # changes since the last ranking merged in; more and it is recomputed
 
 
 class RecordCache:
-    def __init__(self, limit: int = MAX_ENTRIES) -> None:
+    """One store's CSE cache: decoded entries (LRU, at most ``limit``), small derived answers
+    under the change mark, and the pre-scan's state. ``max_catch_up``: how many changes a
+    kept ranking merges in before it is recomputed instead."""
+
+    def __init__(self, limit: int = MAX_ENTRIES, max_catch_up: int = MAX_CATCH_UP) -> None:
         self.limit = limit
+        self.max_catch_up = max_catch_up
         self._entries: OrderedDict[tuple[str, bool], Entry] = OrderedDict()
         # Small derived answers (project version, open signals) keyed by the store's change
         # watermark: any put or lifecycle change moves max_hlc, and neither answer depends
         # on weights or access statistics, which do not.
         self.memo: dict[Any, tuple[Any, Any]] = {}
-        # The scalar-quantised vector copy packs pre-scan (``amcp.cse.relevance``); kept
-        # here, not in ``memo``, which is cleared when it grows.
-        self.quantised: Any = None
+        # The pre-scan's state for this store (``amcp.cse.relevance.StoreScan``: its limits,
+        # its SQ8 copy, its helper thread); kept here, not in ``memo``, which is cleared
+        # when it grows.
+        self.scan: Any = None
 
     def remember(self, key: Any, watermark: Any, compute: Callable[[], T]) -> T:
         hit = self.memo.get(key)
@@ -71,17 +80,35 @@ class RecordCache:
         return len(self._entries)
 
 
-_CACHES: WeakKeyDictionary[Any, RecordCache] = WeakKeyDictionary()
+class StoreCaches:
+    """The owner of every store's ``RecordCache`` in this process, keyed weakly by the store
+    object, so a cache lives exactly as long as its store (closing and dropping a store
+    drops its cache; nothing is invalidated by hand). There is one, ``CACHES``: the CSE
+    is called with a ``Memory``'s store, not with a cache, so the cache is found from the
+    store. (Its natural owner is the store itself; it moves there with the narrow store
+    port, issue 16.)"""
+
+    def __init__(self) -> None:
+        self._caches: WeakKeyDictionary[Any, RecordCache] = WeakKeyDictionary()
+        self._lock = threading.Lock()
+
+    def of(self, store: Store) -> RecordCache:
+        with self._lock:
+            try:
+                cache = self._caches.get(store)
+                if cache is None:
+                    cache = self._caches[store] = RecordCache()
+            except TypeError:  # a store that cannot be weakly referenced: no cache, correct
+                return RecordCache()
+            return cache
+
+
+CACHES = StoreCaches()
 
 
 def cache_for(store: Store) -> RecordCache:
-    try:
-        cache = _CACHES.get(store)
-        if cache is None:
-            cache = _CACHES[store] = RecordCache()
-    except TypeError:  # a store that cannot be weakly referenced: no cache, still correct
-        return RecordCache()
-    return cache
+    """``store``'s CSE cache (``CACHES.of``)."""
+    return CACHES.of(store)
 
 
 def live_states(store: Store, ids: Sequence[str], now: float) -> dict[str, RecordState]:
@@ -93,10 +120,6 @@ def live_states(store: Store, ids: Sequence[str], now: float) -> dict[str, Recor
     flt = RecordFilter(ids=tuple(dict.fromkeys(ids)), lifecycles=None, now=now)
     found = {row.knowledge_id: row.state for row in store.states(flt, limit=len(ids))}
     return {k: st for k, st in found.items() if st.lifecycle is Lifecycle.ACTIVE}
-
-
-RANK_DEPTH = 2  # ranked lists keep limit × this, so writes that demote a few can be absorbed
-MAX_CATCH_UP = 256  # changes since the last ranking merged in; more and it is recomputed
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,7 +165,7 @@ def ranked_ids(
         old_mark, old = hit
         if old_mark == mark:
             return [r.knowledge_id for r in old.rows[:limit]]
-        rows = _catch_up(store, flt, old, old_mark, mark, limit)
+        rows = _catch_up(store, flt, old, old_mark, mark, limit, cache.max_catch_up)
     if rows is None:
         rows = _ranked(store, flt, limit * RANK_DEPTH)
     cache.remember(key, mark, lambda: rows)
@@ -174,15 +197,15 @@ def _sort(rows: list[StateRow]) -> list[StateRow]:
 
 def _catch_up(
     store: Store, flt: RecordFilter, old: _Ranked, old_mark: ChangeMark,
-    mark: ChangeMark, limit: int,
+    mark: ChangeMark, limit: int, max_catch_up: int = MAX_CATCH_UP,
 ) -> _Ranked | None:
     """``old`` updated with the changes since ``old_mark``, or None to recompute."""
     old_seq, new_seq = old_mark.seq, mark.seq
     if old_seq is None or new_seq is None or new_seq < old_seq:
         return None
-    if new_seq - old_seq > MAX_CATCH_UP:
+    if new_seq - old_seq > max_catch_up:
         return None
-    changes = store.changes(since_hlc=old_mark.hlc, limit=MAX_CATCH_UP + 1)
+    changes = store.changes(since_hlc=old_mark.hlc, limit=max_catch_up + 1)
     seqs = {c.seq for c in changes if c.seq > old_seq}
     if len(seqs) != new_seq - old_seq:  # some change is not after the old HLC: start over
         return None

@@ -25,9 +25,11 @@ gap between the ``k``-th and the ``CANDIDATES``-th best on real stores, so the p
 every record of the exact top-``k`` (``bench/cse_pack.py`` measures how often it does not).
 
 The copy mirrors ``HybridSearcher``'s vector index (the rows an exact scan would read) and
-is kept per store, like the CSE ranking cache: when the store's change mark moves, the rows
-added to or removed from the index are applied and the records named by the change log are
-re-encoded; when the log cannot say what changed, or the index was replaced, it is rebuilt.
+is kept per store in a ``StoreScan`` — with the store's ``ScanLimits`` and the helper
+thread — which lives in the store's CSE cache (``cache_for``), so it goes with the store.
+When the store's change mark moves, the rows added to or removed from the index are applied
+and the records named by the change log are re-encoded; when the log cannot say what
+changed, or the index was replaced, it is rebuilt.
 """
 
 from __future__ import annotations
@@ -35,12 +37,12 @@ from __future__ import annotations
 import math
 import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 from weakref import ref
 
 import numpy as np
@@ -91,12 +93,62 @@ class _Copy:
         return sum(len(p.rowids) for p in self.parts)
 
 
+@dataclass(frozen=True, slots=True)
+class ScanLimits:
+    """Where the pre-scan pays: ``candidates`` its depth, ``min_quantised`` the rows below
+    which every row is reranked exactly (no copy), ``split_min`` the rows from which the
+    copy is two parts scanned at once. The defaults are measured (docs/cse.md); tests use
+    small ones to take the quantised paths on small stores."""
+
+    candidates: int = CANDIDATES
+    min_quantised: int = MIN_QUANTISED
+    split_min: int = SPLIT_MIN
+
+
+class StoreScan:
+    """One store's pre-scan state: its ``limits``, its SQ8 ``copy`` and the helper thread
+    that scans a copy's second part (made on first use; a forked child, which has the
+    parent's executor object but not its thread, makes its own)."""
+
+    def __init__(self, limits: ScanLimits | None = None) -> None:
+        self.limits = limits or ScanLimits()
+        self.copy: _Copy | None = None
+        self._helper: ThreadPoolExecutor | None = None
+        self._helper_pid = 0
+        self._lock = threading.Lock()
+
+    def helper(self) -> ThreadPoolExecutor:
+        """The thread that scans the second part; its faiss calls run on one OpenMP thread,
+        as the caller's do (see ``_one_thread``)."""
+        with self._lock:
+            if self._helper is None or self._helper_pid != os.getpid():
+                self._helper = ThreadPoolExecutor(
+                    1, thread_name_prefix="amcp-cse-scan", initializer=_single_omp_thread
+                )
+                self._helper_pid = os.getpid()
+            return self._helper
+
+
+def scan_for(store: Store) -> StoreScan:
+    """``store``'s pre-scan state, kept in its CSE cache (made with default limits)."""
+    cache = cache_for(store)
+    with _SCAN_LOCK:
+        if cache.scan is None:
+            cache.scan = StoreScan()
+        return cast(StoreScan, cache.scan)
+
+
+_SCAN_LOCK = threading.Lock()  # makes each store's StoreScan once
+
+
 def top_relevant(
-    memory: MemoryReader, query: Any, flt: RecordFilter, k: int, *, candidates: int = CANDIDATES
+    memory: MemoryReader, query: Any, flt: RecordFilter, k: int, *,
+    candidates: int | None = None,
 ) -> list[tuple[str, float]]:
     """The ``k`` packable records most similar to ``query``: ``(knowledge_id, cosine)``,
     best first, ties by knowledge id. Packable: in ``flt.scopes`` (when given), active, not
-    expired at ``flt.now``. A query that is empty, zero or not finite relates to nothing."""
+    expired at ``flt.now``. A query that is empty, zero or not finite relates to nothing.
+    ``candidates``: the pre-scan depth (default: the store's ``ScanLimits``)."""
     index = memory.searcher._ensure_index()
     if index is None or len(index) == 0 or k <= 0:
         return []
@@ -108,27 +160,35 @@ def top_relevant(
         return []
     q = q / np.float32(norm)
     store = memory.store
-    rows = _prescan(store, index, q, max(candidates, k))
+    scan = scan_for(store)
+    depth = scan.limits.candidates if candidates is None else candidates
+    rows = _prescan(store, index, q, max(depth, k), scan)
     return _rerank(store, index, q, rows, flt, k)
 
 
 # -- pre-scan --------------------------------------------------------------------------
 
 
-def _prescan(store: Store, index: VectorIndex, q: F32, depth: int) -> I64:
+def _prescan(
+    store: Store, index: VectorIndex, q: F32, depth: int, scan: StoreScan | None = None
+) -> I64:
     """Candidate row ids: all rows when few, else those strictly above the ``depth``-th
     best approximate score (a set that does not depend on row order)."""
-    if len(index) <= max(depth, MIN_QUANTISED):
+    scan = scan or scan_for(store)
+    if len(index) <= max(depth, scan.limits.min_quantised):
         return index.ids()
     faiss = _faiss()
     if faiss is None:  # no faiss: the index has no graph either, so its search is exact
         return np.asarray([r for r, _ in index.search(q, depth)], dtype=np.int64)
-    copy = quantised(store, index)
+    copy = quantised(store, index, scan)
     with copy.lock, _one_thread(faiss):
-        return _scan(copy.parts, _query_codes(q), depth)
+        return _scan(copy.parts, _query_codes(q), depth, scan.helper)
 
 
-def _scan(parts: list[_Part], q: F32, depth: int) -> I64:
+def _scan(
+    parts: list[_Part], q: F32, depth: int,
+    helper: Callable[[], ThreadPoolExecutor] | None = None,
+) -> I64:
     """Row ids of the codes strictly above the ``depth``-th best approximate score over all
     ``parts`` (all of them when there are fewer than ``depth`` codes).
 
@@ -137,11 +197,14 @@ def _scan(parts: list[_Part], q: F32, depth: int) -> I64:
     wall time when the node has a free core. The merge is the set one scan of every code
     gives: a code's score depends on that code and the query alone, and each code of the
     overall top ``depth`` is in its own part's top ``depth``, so the ``depth``-th best
-    score of the parts' lists together is the overall ``depth``-th best."""
+    score of the parts' lists together is the overall ``depth``-th best. ``helper``: the
+    executor for the later parts (made on first use)."""
     if len(parts) == 1:
         found = [_search(parts[0], q, depth)]
     else:
-        later = [_helper().submit(_search, p, q, depth) for p in parts[1:]]
+        assert helper is not None, "a copy in parts is scanned with a helper thread"
+        pool = helper()
+        later = [pool.submit(_search, p, q, depth) for p in parts[1:]]
         try:
             first = _search(parts[0], q, depth)
         finally:  # never leave a helper scanning a copy the caller is about to unlock
@@ -164,43 +227,26 @@ def _search(part: _Part, q: F32, depth: int) -> tuple[F32, I64]:
     return dist[ok], part.rowids[pos[ok]]
 
 
-_HELPER: list[ThreadPoolExecutor] = []  # at most one, made on first use
-_HELPER_LOCK = threading.Lock()
-# A forked child has no helper thread (only the parent's executor object, which would wait
-# for it forever): forget it there, and make a new one on first use.
-os.register_at_fork(after_in_child=_HELPER.clear)
-
-
-def _helper() -> ThreadPoolExecutor:
-    """The thread that scans the second part; its faiss calls run on one OpenMP thread,
-    as the caller's do (see ``_one_thread``)."""
-    with _HELPER_LOCK:
-        if not _HELPER:
-            _HELPER.append(ThreadPoolExecutor(
-                1, thread_name_prefix="amcp-cse-scan", initializer=_single_omp_thread
-            ))
-        return _HELPER[0]
-
-
 def _single_omp_thread() -> None:
     faiss = _faiss()
     if faiss is not None:
         faiss.omp_set_num_threads(1)
 
 
-def quantised(store: Store, index: VectorIndex) -> _Copy:
+def quantised(store: Store, index: VectorIndex, scan: StoreScan | None = None) -> _Copy:
     """The store's SQ8 copy of ``index``, caught up with the store's change mark."""
-    cache = cache_for(store)
+    scan = scan or scan_for(store)
     mark = change_mark(store)
-    copy: _Copy | None = cache.quantised
+    split_min = scan.limits.split_min
+    copy = scan.copy
     if copy is not None and copy.index() is index:
         if copy.mark == mark and len(copy) == len(index):
             return copy
         with copy.lock:
-            if _catch_up(store, index, copy, mark):
+            if _catch_up(store, index, copy, mark, split_min):
                 return copy
-    copy = _build(store, index, mark)
-    cache.quantised = copy
+    copy = _build(store, index, mark, split_min)
+    scan.copy = copy
     return copy
 
 
@@ -290,13 +336,15 @@ def _unit(mat: F32) -> F32:
     return out
 
 
-def _build(store: Store, index: VectorIndex, mark: ChangeMark) -> _Copy:
+def _build(
+    store: Store, index: VectorIndex, mark: ChangeMark, split_min: int = SPLIT_MIN
+) -> _Copy:
     """Encode every row of ``index``, reading the vectors from the store in batches: one
     index call per row would contend with a background HNSW build for the index's lock."""
     members = np.sort(index.ids())
     n = len(members)
-    # Two parts from SPLIT_MIN rows: the first takes the first half of the rows read.
-    sqs = [_new_sq(index.dim) for _ in range(2 if n >= SPLIT_MIN else 1)]
+    # Two parts from split_min rows: the first takes the first half of the rows read.
+    sqs = [_new_sq(index.dim) for _ in range(2 if n >= split_min else 1)]
     limit = [n // 2, n] if len(sqs) == 2 else [n]
     ids_of: list[list[I64]] = [[] for _ in sqs]
     done = [0] * len(sqs)
@@ -330,7 +378,9 @@ def _build(store: Store, index: VectorIndex, mark: ChangeMark) -> _Copy:
     return _Copy(ref(index), mark, parts)
 
 
-def _catch_up(store: Store, index: VectorIndex, copy: _Copy, mark: ChangeMark) -> bool:
+def _catch_up(
+    store: Store, index: VectorIndex, copy: _Copy, mark: ChangeMark, split_min: int = SPLIT_MIN
+) -> bool:
     """Apply the index's changes since ``copy.mark``; False when a rebuild is needed.
 
     Rows added to or removed from the index are found by comparing id sets (that also
@@ -344,8 +394,8 @@ def _catch_up(store: Store, index: VectorIndex, copy: _Copy, mark: ChangeMark) -
     seqs = {c.seq for c in changes if c.seq > old_seq}
     if len(seqs) != new_seq - old_seq:  # a change not after the old HLC: start over
         return False
-    if len(copy.parts) == 1 and len(index) >= 2 * SPLIT_MIN:
-        return False  # grown well past SPLIT_MIN: rebuild in two parts
+    if len(copy.parts) == 1 and len(index) >= 2 * split_min:
+        return False  # grown well past split_min: rebuild in two parts
     now_ids = index.ids()
     have = copy.rowids
     in_now, in_have = _member(now_ids, have), _member(have, now_ids)
@@ -459,4 +509,4 @@ def _faiss() -> Any:
     return faiss
 
 
-__all__ = ["CANDIDATES", "quantised", "top_relevant"]
+__all__ = ["CANDIDATES", "ScanLimits", "StoreScan", "quantised", "scan_for", "top_relevant"]

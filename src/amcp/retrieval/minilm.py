@@ -41,9 +41,11 @@ import numpy as np
 import numpy.typing as npt
 
 from amcp.errors import ConfigError
+from amcp.paths import cache_dir as cache_dir_default
 from amcp.retrieval.unit import l2_normalize
 
-__all__ = ["MAX_TOKENS", "MODEL_ID", "MODEL_ID_INT8", "MiniLMEmbedder", "model_dir"]
+__all__ = ["MAX_TOKENS", "MODELS", "MODEL_ID", "MODEL_ID_INT8", "MiniLMEmbedder", "ModelCache",
+           "model_dir"]
 
 log = logging.getLogger(__name__)
 
@@ -120,10 +122,11 @@ def _pad(batch: list[list[int]]) -> tuple[I64, I64]:
 
 
 def _load_bert(path: Path) -> Any:
-    """BertModel from the packaged safetensors: offline, quiet, eager attention."""
-    # Never reach for the hub: this machine (and many users') has no internet access.
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    """BertModel from the packaged safetensors: offline, quiet, eager attention.
+
+    Offline by the call itself — a local directory and ``local_files_only=True`` — rather
+    than by setting ``HF_HUB_OFFLINE`` in this process's environment, which would change
+    every other library's behaviour too."""
     from transformers import BertModel
     from transformers.utils import logging as hf_logging
 
@@ -180,26 +183,34 @@ class _TorchRuntime:
         return [self.run(ids, mask) for ids, mask in batches]
 
 
-_lock = threading.Lock()
-# Process-wide caches: the model is ~90 MB and takes seconds to load, so every
-# MiniLMEmbedder shares one tokenizer and one runtime per (backend, threads).
-_runtimes: dict[tuple[str, str, int | None, Path | None], _Runtime] = {}
-_tokenizers: dict[Path, _Tokenizer] = {}
+class ModelCache:
+    """Loaded tokenizers and runtimes, one per (backend, precision, threads, cache dir).
+
+    The model is ~90 MB and takes seconds to load, so the embedders of a process share
+    them: every ``MiniLMEmbedder`` uses ``MODELS`` unless it is given its own cache."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._runtimes: dict[tuple[str, str, int | None, Path | None], _Runtime] = {}
+        self._tokenizers: dict[Path, _Tokenizer] = {}
+
+    def load(
+        self, backend: str, threads: int | None, cache_dir: Path | None = None,
+        precision: str = "fp32",
+    ) -> tuple[_Tokenizer, _Runtime]:
+        key = (backend, precision, threads, cache_dir)
+        with self._lock:
+            path = model_dir()
+            tok = self._tokenizers.get(path)
+            if tok is None:
+                tok = self._tokenizers[path] = _Tokenizer(path)
+            rt = self._runtimes.get(key)
+            if rt is None:
+                rt = self._runtimes[key] = _make_runtime(backend, threads, cache_dir, precision)
+            return tok, rt
 
 
-def _load(
-    backend: str, threads: int | None, cache_dir: Path | None = None, precision: str = "fp32"
-) -> tuple[_Tokenizer, _Runtime]:
-    key = (backend, precision, threads, cache_dir)
-    with _lock:
-        path = model_dir()
-        tok = _tokenizers.get(path)
-        if tok is None:
-            tok = _tokenizers[path] = _Tokenizer(path)
-        rt = _runtimes.get(key)
-        if rt is None:
-            rt = _runtimes[key] = _make_runtime(backend, threads, cache_dir, precision)
-        return tok, rt
+MODELS = ModelCache()  # the process's models (see ModelCache)
 
 
 def _make_runtime(
@@ -233,14 +244,9 @@ _EXPORT_REVISION = 1
 _PROBE = ["amcp onnx export check", "a second, somewhat longer probe sentence for padding"]
 
 
-def default_cache_dir() -> Path:
-    """``$XDG_CACHE_HOME/amcp`` or ``~/.cache/amcp`` (read when first needed, not at import)."""
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "amcp"
-
-
 def onnx_path(cache_dir: Path | None = None) -> Path:
-    root = cache_dir or default_cache_dir()
+    """The fp32 export in ``cache_dir`` (default: ``amcp.paths.cache_dir()``)."""
+    root = cache_dir or Path(cache_dir_default())
     name = f"all-MiniLM-L6-v2-{package_version()}-r{_EXPORT_REVISION}-opset{_OPSET}.onnx"
     return root / "onnx" / name
 
@@ -254,24 +260,7 @@ def export_onnx(target: Path) -> None:
     """
     import torch
 
-    model = _load_bert(model_dir())
-
-    class _Pooled(torch.nn.Module):
-        def __init__(self, bert: Any) -> None:
-            super().__init__()
-            self.bert = bert
-
-        def forward(self, input_ids: Any, attention_mask: Any) -> Any:
-            hidden = self.bert(
-                input_ids=input_ids,
-                attention_mask=attention_mask,
-                token_type_ids=torch.zeros_like(input_ids),
-            ).last_hidden_state
-            m = attention_mask.unsqueeze(-1).to(hidden.dtype)
-            pooled = (hidden * m).sum(1) / m.sum(1).clamp(min=1e-9)
-            return torch.nn.functional.normalize(pooled, p=2.0, dim=1)
-
-    wrapper = _Pooled(model).eval()
+    wrapper = _pooled(_load_bert(model_dir()))
     # Trace with padding present so the masked path is the one recorded.
     ids = torch.ones((2, 8), dtype=torch.int64)
     mask = torch.ones((2, 8), dtype=torch.int64)
@@ -300,19 +289,48 @@ def export_onnx(target: Path) -> None:
                 opset_version=_OPSET,
                 dynamo=False,
             )
-        # Verify before publishing: a wrong graph must never enter the cache.
-        tok = _Tokenizer(model_dir())
-        p_ids, p_mask = _pad(tok.encode(_PROBE))
-        with torch.inference_mode():
-            ref = wrapper(torch.from_numpy(p_ids), torch.from_numpy(p_mask)).numpy()
-        got = _OnnxSession(tmp, threads=1).run(p_ids, p_mask)
-        cos = (ref * got).sum(axis=1)
-        if not np.all(cos >= 0.9999):
-            raise RuntimeError(f"exported ONNX graph disagrees with torch (cosine {cos})")
+        _check_export(wrapper, tmp)  # before publishing: a wrong graph never enters the cache
         os.replace(tmp, target)
     finally:
         with contextlib.suppress(OSError):
             tmp.unlink()
+
+
+def _pooled(bert: Any) -> Any:
+    """``bert`` with mean pooling over real tokens and L2 normalisation, as one module (in
+    eval mode) for the ONNX trace."""
+    import torch
+
+    class Pooled(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.bert = bert
+
+        def forward(self, input_ids: Any, attention_mask: Any) -> Any:
+            hidden = self.bert(
+                input_ids=input_ids,
+                attention_mask=attention_mask,
+                token_type_ids=torch.zeros_like(input_ids),
+            ).last_hidden_state
+            m = attention_mask.unsqueeze(-1).to(hidden.dtype)
+            pooled = (hidden * m).sum(1) / m.sum(1).clamp(min=1e-9)
+            return torch.nn.functional.normalize(pooled, p=2.0, dim=1)
+
+    return Pooled().eval()
+
+
+def _check_export(wrapper: Any, graph: Path) -> None:
+    """Refuse ``graph`` unless it agrees with torch's ``wrapper`` on a padded probe batch."""
+    import torch
+
+    tok = _Tokenizer(model_dir())
+    p_ids, p_mask = _pad(tok.encode(_PROBE))
+    with torch.inference_mode():
+        ref = wrapper(torch.from_numpy(p_ids), torch.from_numpy(p_mask)).numpy()
+    got = _OnnxSession(graph, threads=1).run(p_ids, p_mask)
+    cos = (ref * got).sum(axis=1)
+    if not np.all(cos >= 0.9999):
+        raise RuntimeError(f"exported ONNX graph disagrees with torch (cosine {cos})")
 
 
 class _OnnxSession:
@@ -472,7 +490,10 @@ class MiniLMEmbedder:
     """all-MiniLM-L6-v2 (384-d). Cheap to construct; the model loads on first embed.
 
     ``precision`` picks the vector space: ``fp32`` (exact, torch or onnx; the default) or
-    ``int8`` (onnx only, ~1.5x less CPU, its own model id).
+    ``int8`` (onnx only, ~1.5x less CPU, its own model id). ``cache_dir``: where the ONNX
+    export is kept (default: the user's cache directory, ``amcp.paths.cache_dir``, read
+    here, once). ``models``: the loaded models to share (default: the process's,
+    ``MODELS``).
 
     ``batch_size`` 16: texts per run. Larger batches amortise nothing on a CPU (the matmuls
     are already large enough for peak FLOPs) and their activations spill out of the L2
@@ -493,6 +514,7 @@ class MiniLMEmbedder:
         threads: int | None = None,
         batch_size: int = 16,
         cache_dir: str | os.PathLike[str] | None = None,
+        models: ModelCache | None = None,
     ) -> None:
         if batch_size < 1:
             raise ConfigError("minilm batch_size must be >= 1")
@@ -507,10 +529,11 @@ class MiniLMEmbedder:
         self.model_id = MODEL_ID_INT8 if precision == "int8" else MODEL_ID
         self.threads = threads
         self.batch_size = batch_size
-        self.cache_dir = Path(cache_dir) if cache_dir is not None else None
+        self.cache_dir = Path(cache_dir if cache_dir is not None else cache_dir_default())
+        self.models = models or MODELS
 
     def _runtime(self) -> tuple[_Tokenizer, _Runtime]:
-        return _load(self.backend, self.threads, self.cache_dir, self.precision)
+        return self.models.load(self.backend, self.threads, self.cache_dir, self.precision)
 
     def load(self) -> MiniLMEmbedder:
         """Load the model now (it otherwise loads on first use); returns self."""

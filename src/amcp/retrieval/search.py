@@ -14,7 +14,7 @@ import threading
 import time
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -98,8 +98,26 @@ class SearchTuning:
 _REPLAY_MAX_SHARE = 0.25
 # close() rewrites the snapshot only this far behind (well under the replay limit above, so
 # an open never has to rebuild because closes skipped the save).
-_SAVE_MIN_CHANGES = 500
-_SAVE_MIN_SHARE = 0.05
+SAVE_MIN_CHANGES = 500
+SAVE_MIN_SHARE = 0.05
+
+
+def _ann_threshold() -> int | None:
+    from amcp.retrieval.vectors import ANN_THRESHOLD  # numpy: only once vectors are used
+
+    return ANN_THRESHOLD
+
+
+@dataclass(frozen=True, slots=True)
+class IndexPolicy:
+    """When the vector index grows an ANN graph (``ann_threshold`` vectors; None: never)
+    and when ``close`` rewrites its snapshot (``save_min_changes`` changes behind, or
+    ``save_min_share`` of the index if more). The defaults are measured (docs/retrieval.md);
+    tests lower them to take those paths on small stores."""
+
+    ann_threshold: int | None = field(default_factory=_ann_threshold)
+    save_min_changes: int = SAVE_MIN_CHANGES
+    save_min_share: float = SAVE_MIN_SHARE
 # Largest second probe of a filtered vector search: an HNSW walk with efSearch this large
 # costs about what gathering the permitted rowids does at 100k records.
 _PROBE_MAX = 2_000
@@ -113,6 +131,7 @@ class HybridSearcher:
         tuning: SearchTuning | None = None,
         *,
         snapshot: Path | None = None,
+        index_policy: IndexPolicy | None = None,
     ) -> None:
         self.store = store
         caps = store.capabilities
@@ -124,6 +143,10 @@ class HybridSearcher:
         self.feed = caps.feed
         self.embedder = embedder if caps.vectors is not None else None
         self.tuning = tuning or SearchTuning()
+        # None: IndexPolicy() once an index is needed (its default reads the vector module,
+        # which loads numpy; a searcher without vectors never does). Set before the first
+        # search to take effect (the index is built then).
+        self.index_policy = index_policy
         self.index: VectorIndex | None = None
         # The derived vector index persists next to the store once it has an ANN graph
         # (rebuilding a 100k graph takes minutes of CPU); see ``_load_snapshot``.
@@ -155,13 +178,18 @@ class HybridSearcher:
         self._catch_up()
         return self.index
 
+    def _policy(self) -> IndexPolicy:
+        if self.index_policy is None:
+            self.index_policy = IndexPolicy()
+        return self.index_policy
+
     def _build_index(self) -> VectorIndex:
         import numpy as np
 
         from amcp.retrieval import vectors
 
         assert self.embedder is not None
-        index = vectors.VectorIndex(self.embedder.dim, ann_threshold=vectors.ANN_THRESHOLD)
+        index = vectors.VectorIndex(self.embedder.dim, ann_threshold=self._policy().ann_threshold)
         source = self._vectors()
         live = source.rowids(RecordFilter(include_expired=True))
         live_set = set(live.tolist())
@@ -187,7 +215,7 @@ class HybridSearcher:
         assert self.embedder is not None
         assert self.feed is not None
         found = vectors.VectorIndex.load_tagged(
-            self.snapshot, self.embedder.dim, ann_threshold=vectors.ANN_THRESHOLD
+            self.snapshot, self.embedder.dim, ann_threshold=self._policy().ann_threshold
         )
         if found is None:
             return None
@@ -285,7 +313,10 @@ class HybridSearcher:
         the snapshot is ~3 KiB per vector (320 MB at 100k), so rewriting it because one CLI
         call added a record would cost more than replaying the log on the next open."""
         index = self.index
-        behind = max(_SAVE_MIN_CHANGES, int(len(index) * _SAVE_MIN_SHARE)) if index else 0
+        behind = 0
+        if index:
+            policy = self._policy()
+            behind = max(policy.save_min_changes, int(len(index) * policy.save_min_share))
         try:
             self.save(min_changes=behind)
         except Exception:  # a failed snapshot costs a rebuild on the next open, nothing else

@@ -19,6 +19,9 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
+# The capture rules cost ~0.3 s to import; the node pays that once, when it installs these
+# routes at start, so the first prompt hook does not (and stays inside its read timeout).
+from amcp.agent.capture_store import CaptureWriter, default_scopes
 from amcp.agent.hooks.claude_code import relevant
 from amcp.agent.hooks.fastpath import LocalBackend, MemoryLine, NewMemory
 from amcp.agent.hooks.nodehttp import PREFIX, TOKEN_HEADER
@@ -83,35 +86,44 @@ def _new_memory(body: dict[str, Any]) -> NewMemory:
     )
 
 
-def install_hook_routes(app: FastAPI, memory: Memory, token: str,
-                        locked: Callable[..., Any]) -> None:
-    """Add ``POST /v1/hooks/{op}``; ``locked(fn, *args)`` runs ``fn`` under the API's
-    per-memory lock (the same one every other route takes)."""
-    backend = LocalBackend(memory)  # never closed here: the node owns the Memory
-    # The capture rules cost ~0.3 s to import; the node pays that once, at start, so the
-    # first prompt hook does not (and stays inside its read timeout).
-    from amcp.agent.capture_store import CaptureWriter, default_scopes
+Op = Callable[[dict[str, Any]], dict[str, Any]]
 
-    def pointers(body: dict[str, Any]) -> dict[str, Any]:
+
+class HookOps:
+    """The hook ops over one ``Memory``, each taking the request's JSON body; ``locked(fn,
+    *args)`` runs ``fn`` under the API's per-memory lock (the one every other route takes)."""
+
+    def __init__(self, memory: Memory, locked: Callable[..., Any]) -> None:
+        self.backend = LocalBackend(memory)  # never closed here: the node owns the Memory
+        self.locked = locked
+
+    def table(self) -> dict[str, Op]:
+        return {"session-start": self.session_start, "pointers": self.pointers,
+                "recall": self.recall, "user-scopes": self.user_scopes,
+                "remember": self.remember, "capture": self.capture}
+
+    def pointers(self, body: dict[str, Any]) -> dict[str, Any]:
         scopes = _strs(body, "scopes") or []
         kinds = _strs(body, "kinds", optional=True)
-        return {"lines": _rows(locked(backend.pointers, scopes, _int(body, "limit"), kinds))}
+        return {"lines": _rows(self.locked(self.backend.pointers, scopes, _int(body, "limit"),
+                                           kinds))}
 
-    def recall(body: dict[str, Any]) -> dict[str, Any]:
+    def recall(self, body: dict[str, Any]) -> dict[str, Any]:
         query = _str(body, "query") or ""
         scopes = _strs(body, "scopes") or []
-        lines = locked(backend.recall, query, scopes, _int(body, "k"))
+        lines = self.locked(self.backend.recall, query, scopes, _int(body, "k"))
         if body.get("relevant") is True:  # the prompt hook's filter, done here
             lines = [ln for ln in lines if relevant(query, ln.text)]
         return {"lines": _rows(lines)}
 
-    def user_scopes(_body: dict[str, Any]) -> dict[str, Any]:
-        return {"scopes": list(locked(backend.user_scopes))}
+    def user_scopes(self, _body: dict[str, Any]) -> dict[str, Any]:
+        return {"scopes": list(self.locked(self.backend.user_scopes))}
 
-    def session_start(body: dict[str, Any]) -> dict[str, Any]:
+    def session_start(self, body: dict[str, Any]) -> dict[str, Any]:
         scope = _str(body, "scope", optional=True, limit=256)
         limit = _int(body, "limit")
         kinds = _strs(body, "kinds", optional=True)
+        backend = self.backend
 
         def run() -> dict[str, Any]:
             users = backend.user_scopes()
@@ -120,28 +132,31 @@ def install_hook_routes(app: FastAPI, memory: Memory, token: str,
                     "preferences": _rows(backend.pointers(list(users), limit, kinds)
                                          if users else [])}
 
-        return locked(run)  # type: ignore[no-any-return]
+        return self.locked(run)  # type: ignore[no-any-return]
 
-    def remember(body: dict[str, Any]) -> dict[str, Any]:
-        return {"knowledge_id": locked(backend.remember, _new_memory(body))}
+    def remember(self, body: dict[str, Any]) -> dict[str, Any]:
+        return {"knowledge_id": self.locked(self.backend.remember, _new_memory(body))}
 
-    def capture(body: dict[str, Any]) -> dict[str, Any]:
+    def capture(self, body: dict[str, Any]) -> dict[str, Any]:
         prompt = _str(body, "prompt") or ""
         session = _str(body, "session", limit=256) or "unknown-session"
         scopes = default_scopes(project=_str(body, "project_scope", optional=True, limit=256),
                                 user=_str(body, "user_scope", optional=True, limit=256))
+        backend = self.backend
 
         def run() -> list[str]:
             writer = CaptureWriter.for_backend(backend, scopes=scopes, session=session)
             stored = writer.feed({"role": "user", "content": prompt})
             return [f"remembered {(s.knowledge_id or '')[:14]} ({s.x_kind})" for s in stored]
 
-        return {"notes": locked(run) if prompt.strip() else []}
+        return {"notes": self.locked(run) if prompt.strip() else []}
 
-    ops: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
-        "session-start": session_start, "pointers": pointers, "recall": recall,
-        "user-scopes": user_scopes, "remember": remember, "capture": capture,
-    }
+
+def install_hook_routes(app: FastAPI, memory: Memory, token: str,
+                        locked: Callable[..., Any]) -> None:
+    """Add ``POST /v1/hooks/{op}`` over ``HookOps(memory, locked)``, taking ``token``."""
+    hooks = HookOps(memory, locked)
+    ops = hooks.table()
     want = token.encode("utf-8")
 
     @app.post(PREFIX + "{op}", include_in_schema=False)
@@ -156,8 +171,8 @@ def install_hook_routes(app: FastAPI, memory: Memory, token: str,
                                 status_code=404)
         # An AmcpError (a bad field, a locked store) becomes the API's problem body.
         answer = handler(body)
-        found = locked(backend.warnings)  # records left out of this answer, if any
+        found = locked(hooks.backend.warnings)  # records left out of this answer, if any
         return JSONResponse({**answer, "warnings": list(found)} if found else answer)
 
 
-__all__ = ["install_hook_routes"]
+__all__ = ["HookOps", "install_hook_routes"]

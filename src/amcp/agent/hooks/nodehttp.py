@@ -1,10 +1,10 @@
 """A hook's stateless channel to a running node: its HTTP API's hook routes.
 
-One short HTTP/1.1 request per call (``Connection: close``) over ``_socket``: no
-``http.client`` (its ``email`` imports cost a hook ~10-90 ms, more than the request), no
-asyncio, no AMCP session, no cryptography. Every failure — refused, timed out, a wrong
-token, a malformed answer — raises ``NodeHttpError`` and the caller reads the store file
-instead (``claude_code.with_backend``). The routes it calls are in ``node_routes``.
+One short HTTP/1.1 request per call over the stdlib's ``http.client`` (one connection,
+closed after the answer): no asyncio, no AMCP session, no cryptography. Every failure —
+refused, timed out, a wrong token, a malformed answer — raises ``NodeHttpError`` and the
+caller reads the store file instead (``claude_code.with_backend``). The routes it calls
+are in ``node_routes``.
 """
 
 from __future__ import annotations
@@ -33,86 +33,31 @@ class NodeHttpError(AmcpError):
 def request(addr: tuple[str, int], path: str, body: dict[str, Any], token: str, *,
             connect_timeout: float, read_timeout: float) -> Any:
     """POST ``body`` as JSON to ``addr``; the decoded JSON answer of a 200."""
-    import _socket
+    # Imported here, not at module level: only a hook that found a running node pays for
+    # http.client (with its email and ssl imports, ~20-35 ms; docs/hooks.md).
+    import http.client
 
-    payload = json.dumps(body).encode("utf-8")
-    head = (f"POST {path} HTTP/1.1\r\nHost: {addr[0]}:{addr[1]}\r\n"
-            f"Content-Type: application/json\r\nContent-Length: {len(payload)}\r\n"
-            f"{TOKEN_HEADER}: {token}\r\nConnection: close\r\n\r\n").encode("latin-1")
+    conn = http.client.HTTPConnection(addr[0], addr[1], timeout=connect_timeout)
     try:
-        infos = _socket.getaddrinfo(addr[0], addr[1], 0, _socket.SOCK_STREAM)
-    except OSError as exc:
-        raise NodeHttpError(f"node address {addr[0]}: {exc}") from None
-    last: OSError | None = None
-    for family, kind, proto, _name, sa in infos:
-        sock = _socket.socket(family, kind, proto)
-        try:
-            sock.settimeout(connect_timeout)
-            sock.connect(sa)
-            sock.settimeout(read_timeout)
-            sock.sendall(head + payload)
-            chunks: list[bytes] = []
-            size = 0
-            while True:
-                chunk = sock.recv(65536)
-                if not chunk:
-                    break
-                chunks.append(chunk)
-                size += len(chunk)
-                if size > MAX_RESPONSE:
-                    raise NodeHttpError("node answer too large")
-            return _decode(b"".join(chunks))
-        except OSError as exc:  # refused, reset, timed out (TimeoutError is an OSError)
-            last = exc
-        finally:
-            sock.close()
-    raise NodeHttpError(f"node unreachable: {last}")
-
-
-def _decode(raw: bytes) -> Any:
-    head, sep, body = raw.partition(b"\r\n\r\n")
-    if not sep:
-        raise NodeHttpError("node answer cut short")
-    lines = head.split(b"\r\n")
-    status = lines[0].split(b" ", 2)
-    if len(status) < 2 or not status[0].startswith(b"HTTP/1."):
-        raise NodeHttpError("node answer is not HTTP")
-    if status[1] != b"200":
-        raise NodeHttpError(f"node answered {status[1].decode('latin-1', 'replace')}")
-    headers = {}
-    for line in lines[1:]:
-        name, _, value = line.partition(b":")
-        headers[name.strip().lower()] = value.strip()
-    if headers.get(b"transfer-encoding", b"").lower() == b"chunked":
-        body = _unchunk(body)
-    elif b"content-length" in headers:
-        try:
-            length = int(headers[b"content-length"])
-        except ValueError:
-            raise NodeHttpError("bad Content-Length") from None
-        if len(body) < length:
-            raise NodeHttpError("node answer cut short")
-        body = body[:length]
+        conn.connect()  # every address the name resolves to, within connect_timeout
+        assert conn.sock is not None
+        conn.sock.settimeout(read_timeout)
+        conn.request("POST", path, body=json.dumps(body).encode("utf-8"),
+                     headers={"Content-Type": "application/json", TOKEN_HEADER: token})
+        answer = conn.getresponse()
+        if answer.status != 200:
+            raise NodeHttpError(f"node answered {answer.status}")
+        data = answer.read(MAX_RESPONSE + 1)
+    except (OSError, http.client.HTTPException) as exc:  # refused, reset, timed out, not HTTP
+        raise NodeHttpError(f"node unreachable: {exc!r}") from None
+    finally:
+        conn.close()
+    if len(data) > MAX_RESPONSE:
+        raise NodeHttpError("node answer too large")
     try:
-        return json.loads(body)
+        return json.loads(data)
     except (ValueError, RecursionError):
         raise NodeHttpError("node answer is not JSON") from None
-
-
-def _unchunk(body: bytes) -> bytes:
-    out: list[bytes] = []
-    while True:
-        size_line, sep, rest = body.partition(b"\r\n")
-        if not sep:
-            raise NodeHttpError("bad chunked answer")
-        try:
-            size = int(size_line.split(b";")[0], 16)
-        except ValueError:
-            raise NodeHttpError("bad chunked answer") from None
-        if size == 0:
-            return b"".join(out)
-        out.append(rest[:size])
-        body = rest[size + 2:]
 
 
 def _lines(value: Any) -> list[MemoryLine]:

@@ -1,0 +1,24 @@
+"""HTTP routes about the service itself: liveness and the store's size."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Request
+
+from amcp.api import schemas as s
+from amcp.api.context import api_of
+
+router = APIRouter(tags=["service"])
+
+
+@router.get("/v1/health", response_model=s.HealthOut)
+def health(request: Request) -> s.HealthOut:
+    """Liveness and the store's size; needs no token."""
+    api = api_of(request)
+    stats = api.locked(api.memory.stats)
+    return s.HealthOut(
+        status="ok", records=stats.records, embedding_model=stats.embedding_model,
+        auth=api.access is not None,
+    )
+
+
+__all__ = ["router"]
