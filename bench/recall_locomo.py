@@ -39,6 +39,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -184,6 +185,23 @@ def show(title: str, table: dict[str, dict[str, float]]) -> None:
         )
 
 
+def _pg_store(server: str, where: Path, name: str) -> Any:
+    """A PostgresStore in a new database ``locomo_<name>_<random>`` on ``server``."""
+    import uuid
+    from urllib.parse import urlsplit, urlunsplit
+
+    import psycopg
+
+    from amcp.keyring import Keyring
+    from amcp.store.postgres import PostgresStore
+
+    db_name = f"locomo_{name}_{uuid.uuid4().hex[:8]}".replace("-", "_")
+    with psycopg.connect(server, autocommit=True) as admin:
+        admin.execute(f'CREATE DATABASE "{db_name}"')
+    dsn = urlunsplit(urlsplit(server)._replace(path="/" + db_name))
+    return PostgresStore(dsn, Keyring(where / "keys"))
+
+
 # Tuning uses the first five conversations; the last five are held out.
 SPLITS = {"dev (conversations 0-4)": range(5), "held out (conversations 5-9)": range(5, 10)}
 
@@ -202,6 +220,10 @@ def main() -> None:
         "--layout", choices=["shared", "per-conversation"], default="shared",
         help="shared: one store, one scope per conversation (the issue's method); "
         "per-conversation: one store each (the paper's)",
+    )
+    ap.add_argument(
+        "--postgres", default="", metavar="DSN",
+        help="store in PostgreSQL: a new database per store on this server (dropped after)",
     )
     ap.add_argument(
         "--tuning", default="", help="SearchTuning overrides, e.g. rrf_k=20,coverage_weight=0"
@@ -243,7 +265,8 @@ def main() -> None:
             if not reuse:
                 for old in where.glob(f"{name}.db*"):
                     old.unlink()
-            mem = Memory(db, embedder=embedder)
+            mem = Memory(db, embedder=embedder, store=_pg_store(args.postgres, where, name)
+                         if args.postgres else None)
             mem.searcher = HybridSearcher(mem.store, mem.embedder, tuning)
             if args.store and not reuse:
                 built.write_text(json.dumps(wanted))

@@ -47,7 +47,7 @@ from amcp.store.base import (
 )
 from amcp.store.owner import check_file
 from amcp.store.rowseal import left_out_warning
-from amcp.store.sqlite import SQLiteStore
+from amcp.store.url import Backend, StoreLocation, open_store, parse_store_url
 
 if TYPE_CHECKING:  # embedders load on first use: lexical-only readers skip them
     from amcp.amql.planner import QueryResult
@@ -99,7 +99,7 @@ class Memory(WritePath, ReviewPath):
 
     def __init__(
         self,
-        path: str | Path,
+        path: str | Path | StoreLocation,
         *,
         embedder: str | Embedder | None = "auto",
         key_dir: str | Path | None = None,
@@ -111,9 +111,13 @@ class Memory(WritePath, ReviewPath):
         witness_dirs: Sequence[str | Path] | None = None,
         wall_clock: Callable[[], float] = time.time,
     ) -> None:
-        self.path = Path(path).expanduser()  # "~/.amcp/memory.db", as the README writes it
-        if store is None:  # before the key directory or anything else is made beside it
-            check_file(self.path)
+        # A path ("~/.amcp/memory.db", as the README writes it), sqlite:… or postgresql://…
+        # (amcp.store.url: an unknown scheme is refused, never made a file name).
+        self.location = path if isinstance(path, StoreLocation) else parse_store_url(path)
+        # The SQLite file, or for PostgreSQL the local anchor its keys hang from.
+        self.path = self.location.anchor
+        if store is None and self.location.backend is Backend.SQLITE:
+            check_file(self.path)  # before the key directory or anything else is made beside it
         if not self.path.parent.is_dir():  # private from the start: it holds memories and keys
             self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         # witness_dirs: where the change-log head is witnessed (default: the per-user state
@@ -123,8 +127,8 @@ class Memory(WritePath, ReviewPath):
             Path(key_dir) if key_dir else self.path.parent / "keys",
             witness_dirs=[Path(d) for d in witness_dirs] if witness_dirs is not None else None,
         )
-        self.store: Store = store or SQLiteStore(
-            self.path, self.keyring, verify_on_open=verify_on_open
+        self.store: Store = store or open_store(
+            self.location, self.keyring, verify_on_open=verify_on_open
         )
         self.node_uri = node_uri
         self.default_scope = default_scope
@@ -158,7 +162,9 @@ class Memory(WritePath, ReviewPath):
     def _snapshot_path(self) -> Path | None:
         # Beside the store file, so copying or deleting the store takes it along; a snapshot
         # names its store and model and is checked against the change log before use.
-        return self.path.with_name(self.path.name + ".vectors") if self.embedder else None
+        if self.embedder is None or self.location.backend is not Backend.SQLITE:
+            return None  # a shared database's vectors change under other processes
+        return self.path.with_name(self.path.name + ".vectors")
 
     def flush_in_background(self) -> None:
         """For long-running servers (node, HTTP, MCP): buffered access statistics are

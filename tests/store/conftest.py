@@ -1,4 +1,7 @@
-"""The store contract runs against every adapter: add one to ADAPTERS and it is tested."""
+"""The store contract runs against every adapter: add one to ADAPTERS and it is tested.
+
+An adapter's factory takes the test's temporary directory and its pytest request (for
+fixtures such as ``postgres_db``: a fresh database per test, so tests stay independent)."""
 
 from __future__ import annotations
 
@@ -14,19 +17,30 @@ from amcp.store.base import Store
 from amcp.store.sqlite import SQLiteStore
 
 
-def _sqlite(tmp: Path) -> Callable[[], Store]:
+def _sqlite(tmp: Path, _request: Any) -> Callable[[], Store]:
     keyring = Keyring(tmp / "keys")
     return lambda: SQLiteStore(tmp / "memory.db", keyring)
 
 
-ADAPTERS: dict[str, Callable[[Path], Callable[[], Store]]] = {"sqlite": _sqlite}
+def _postgres(tmp: Path, request: Any) -> Callable[[], Store]:
+    from amcp.store.postgres import PostgresStore
+
+    dsn = request.getfixturevalue("postgres_db")
+    keyring = Keyring(tmp / "keys")
+    return lambda: PostgresStore(dsn, keyring)
+
+
+ADAPTERS: dict[str, Callable[[Path, Any], Callable[[], Store]]] = {
+    "sqlite": _sqlite,
+    "postgres": _postgres,
+}
 
 
 @pytest.fixture(params=sorted(ADAPTERS))
 def open_store(request: Any, tmp_path: Path) -> Iterator[Callable[[], Store]]:
     """A factory that (re)opens the same store; everything it opened is closed after."""
     opened: list[Store] = []
-    factory = ADAPTERS[request.param](tmp_path)
+    factory = ADAPTERS[request.param](tmp_path, request)
 
     def make() -> Store:
         store = factory()

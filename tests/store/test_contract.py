@@ -12,9 +12,35 @@ from tests.store.records import rec
 
 from amcp.amf.types import Lifecycle
 from amcp.errors import ConflictError, GoneError, NotFoundError
-from amcp.store.base import ChangeOp, RecordFilter, Store
+from amcp.store.base import (
+    AccessLog,
+    ChangeOp,
+    LexicalIndex,
+    RecordFilter,
+    Store,
+    VectorSource,
+)
 
 Open = Callable[[], Store]
+
+
+# The capabilities every adapter under test declares (the contract covers them too).
+def lexical(s: Store) -> LexicalIndex:
+    found = s.capabilities.lexical
+    assert found is not None
+    return found
+
+
+def vectors(s: Store) -> VectorSource:
+    found = s.capabilities.vectors
+    assert found is not None
+    return found
+
+
+def access(s: Store) -> AccessLog:
+    found = s.capabilities.access
+    assert found is not None
+    return found
 
 
 def test_put_get_round_trip(open_store: Open) -> None:
@@ -87,8 +113,8 @@ def test_purge_leaves_a_tombstone_that_refuses_the_record(open_store: Open) -> N
     s.purge(r.knowledge_id, hlc=2, reason="privacy")
     got = s.get(r.knowledge_id)
     assert got is not None and got.record is None and got.state.lifecycle is Lifecycle.PURGED
-    assert s.capabilities.lexical.search_lexical('"phone"', RecordFilter(lifecycles=None), 5) == []
-    assert sum(len(ids) for ids, _ in s.capabilities.vectors.iter_vectors()) == 0
+    assert lexical(s).search_lexical('"phone"', RecordFilter(lifecycles=None), 5) == []
+    assert sum(len(ids) for ids, _ in vectors(s).iter_vectors()) == 0
     with pytest.raises(GoneError):
         s.put(r, hlc=3)
     with pytest.raises(GoneError):
@@ -179,9 +205,9 @@ def test_lexical_search_ranks_and_filters(open_store: Open) -> None:
     b = rec("redis cache eviction policy", scope="project:y")
     s.put(a, hlc=1, index_text=a.text)
     s.put(b, hlc=2, index_text=b.text)
-    hits = s.capabilities.lexical.search_lexical('"pgbouncer" OR "cache"', RecordFilter(), 10)
+    hits = lexical(s).search_lexical('"pgbouncer" OR "cache"', RecordFilter(), 10)
     assert {h[0] for h in hits} == {a.knowledge_id, b.knowledge_id}
-    hits = s.capabilities.lexical.search_lexical('"cache"', RecordFilter(scopes=("project:x",)), 10)
+    hits = lexical(s).search_lexical('"cache"', RecordFilter(scopes=("project:x",)), 10)
     assert hits == []
 
 
@@ -190,14 +216,14 @@ def test_vectors_and_access_stats(open_store: Open) -> None:
     r = rec("vectorised")
     v = np.arange(4, dtype=np.float32)
     s.put(r, hlc=1, vector=v)
-    ((ids, mat),) = list(s.capabilities.vectors.iter_vectors())
+    ((ids, mat),) = list(vectors(s).iter_vectors())
     assert mat.shape == (1, 4) and np.allclose(mat[0], v)
-    assert s.capabilities.vectors.ids_for_rowids([int(ids[0])]) == {int(ids[0]): r.knowledge_id}
-    s.capabilities.access.touch([r.knowledge_id], 1_000_000.0)
-    s.capabilities.access.touch([r.knowledge_id], 1_000_100.0)
+    assert vectors(s).ids_for_rowids([int(ids[0])]) == {int(ids[0]): r.knowledge_id}
+    access(s).touch([r.knowledge_id], 1_000_000.0)
+    access(s).touch([r.knowledge_id], 1_000_100.0)
     got = s.get(r.knowledge_id)
     assert got is not None and got.state.access_count == 2 and got.state.last_access == 1_000_100.0
-    assert s.capabilities.access.access_count_since(r.knowledge_id, 999_000.0) == 2
+    assert access(s).access_count_since(r.knowledge_id, 999_000.0) == 2
     s.set_weight(r.knowledge_id, 0.8)
     got = s.get(r.knowledge_id)
     assert got is not None and got.state.weight == 0.8
@@ -283,13 +309,13 @@ def test_put_many_matches_put_one_by_one(open_store: Open) -> None:
     for r, res in zip(batch, [results[i] for i in (0, 1, 3, 4, 5)], strict=True):
         got = s.get(r.knowledge_id)
         assert got is not None and got.record == r and got.state.hlc == res.hlc
-        assert res.rowid == s.capabilities.vectors.rowid_of(r.knowledge_id)
+        assert res.rowid == vectors(s).rowid_of(r.knowledge_id)
     assert s.stats().records == 6 and s.stats().changes == 6
     assert s.count(RecordFilter(tags=("t1",))) == 2
-    assert {kid for kid, _ in s.capabilities.lexical.search_lexical("bulk3", RecordFilter(), 5)} == {
+    assert {kid for kid, _ in lexical(s).search_lexical("bulk3", RecordFilter(), 5)} == {
         batch[3].knowledge_id
     }
-    assert sum(len(ids) for ids, _v in s.capabilities.vectors.iter_vectors()) == 5
+    assert sum(len(ids) for ids, _v in vectors(s).iter_vectors()) == 5
     assert s.verify(full=True).ok  # the chain links exactly as sequential puts would
     assert s.put_many([]) == []
 

@@ -17,7 +17,7 @@ from typing import Annotated
 
 import typer
 
-from amcp.cli.common import err, friendly, open_memory, store_path, warm_up
+from amcp.cli.common import err, friendly, open_memory, store_location, warm_up
 from amcp.cli.options import EmbedOpt, StoreOpt
 
 
@@ -78,7 +78,7 @@ def http(
     with open_memory(store, embedder, create=True) as mem:
         warm_up(mem)
         mem.flush_in_background()
-        err.print(f"amcp HTTP API on http://{host}:{port}/v1 (store {store_path(store)})"
+        err.print(f"amcp HTTP API on http://{host}:{port}/v1 (store {store_location(store)})"
                   + ("" if no_mcp else f"; MCP at http://{host}:{port}/mcp")
                   + f"; inspector at http://{host}:{port}/ui")
         if access is None and tokens is None and host not in ("127.0.0.1", "::1", "localhost"):

@@ -17,7 +17,8 @@ from amcp.cli.common import (
     out,
     pick,
     read_text_input,
-    store_path,
+    require_store,
+    store_location,
     warm_up,
 )
 from amcp.cli.options import EmbedOpt, JsonOpt, ScopesOpt, StoreOpt, TypesOpt
@@ -45,7 +46,7 @@ def init(store: StoreOpt = None, embedder: EmbedOpt = "auto") -> None:
         warm_up(mem)  # prepares the model now, so no later command or request waits for it
         stats = mem.stats()
         out.print(
-            f"store ready at {store_path(store)} ({stats.records} records, "
+            f"store ready at {store_location(store)} ({stats.records} records, "
             f"embedder {stats.embedding_model or 'none'})"
         )
 
@@ -331,9 +332,8 @@ def reindex(
     """Re-embed every record with the chosen embedder (after a model change)."""
     from amcp.memory import Memory
 
-    path = store_path(store)
-    if not path.exists():
-        raise typer.BadParameter(f"no store at {path}")
+    path = store_location(store)
+    require_store(path)
     # Opened without an embedder so a store made by another model can be opened at all.
     with Memory(path, embedder=None, check_embedder=False) as mem:
         from amcp.cli.embedconf import embedder_for
@@ -367,6 +367,7 @@ from amcp.cli.list_cmd import list_cmd  # noqa: E402
 from amcp.cli.portability_cmd import export_cmd, import_cmd  # noqa: E402
 from amcp.cli.serve_cmd import serve, trust_app  # noqa: E402
 from amcp.cli.setup_cmd import setup_cmd  # noqa: E402
+from amcp.cli.store_cmd import store_app  # noqa: E402
 from amcp.cli.ui_cmd import ui  # noqa: E402
 from amcp.cli.verify_cmd import verify  # noqa: E402
 
@@ -393,6 +394,7 @@ app.command("drafts")(drafts)
 app.command("confirm")(confirm)
 app.command("reject")(reject)
 app.add_typer(writers_app, name="writers")
+app.add_typer(store_app, name="store")
 
 
 def command() -> Any:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from amcp.cli.common import emit_json, friendly, out, store_path
+from amcp.cli.common import emit_json, friendly, out, require_store, store_location, store_path
 from amcp.cli.options import JsonOpt, StoreOpt
 
 if TYPE_CHECKING:
@@ -35,16 +35,14 @@ NowOpt = Annotated[
 
 
 @contextmanager
-def open_memory(store: Path | None, embedder: str | None = None) -> Iterator[Memory]:
+def open_memory(store: str | None, embedder: str | None = None) -> Iterator[Memory]:
     """The store for brain work: no embedder unless one is asked for (compiles, exports
     and syncs read and write text; a model load would be most of their time). A record
     written without an embedder gets its vector at the next ``amcp reindex``."""
-    from amcp.errors import AmcpError
     from amcp.memory import Memory
 
-    path = store_path(store)
-    if not path.exists():
-        raise AmcpError(f"no store at {path}; run `amcp init` first (or pass --store)")
+    path = store_location(store)
+    require_store(path)
     mem = Memory(path, embedder=embedder, check_embedder=embedder is not None)
     try:
         yield mem

@@ -9,12 +9,15 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from functools import wraps
 from pathlib import Path
-from typing import Any, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 import typer
 from rich.console import Console
 
 from amcp.errors import AmcpError
+
+if TYPE_CHECKING:
+    from amcp.store.url import StoreLocation
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -29,21 +32,44 @@ def default_home() -> Path:
     return Path(env).expanduser() if env else Path.home() / ".amcp"
 
 
-def store_path(store: Path | None) -> Path:
-    return store.expanduser() if store is not None else default_home() / "memory.db"
+def store_location(store: str | Path | None) -> StoreLocation:
+    """What ``--store`` / ``$AMCP_STORE`` names (amcp.store.url), else the default file."""
+    from amcp.store.url import parse_store_url
+
+    return parse_store_url(store if store is not None else default_home() / "memory.db")
+
+
+def store_path(store: str | Path | None) -> Path:
+    """The store's local path: the SQLite file, or a PostgreSQL store's local anchor (its
+    keys and runtime file hang from it; ``StoreLocation.anchor``)."""
+    return store_location(store).anchor
+
+
+def sqlite_only(store: str | Path | None, what: str) -> Path:
+    """The SQLite file ``store`` names, for a command that works on the file itself."""
+    location = store_location(store)
+    if location.path is None:
+        raise AmcpError(f"{what} works on a SQLite store file; {location} is a PostgreSQL store")
+    return location.path
+
+
+def require_store(location: StoreLocation) -> None:
+    """Refuse a missing SQLite file (a PostgreSQL database is checked by connecting)."""
+    if location.exists() is False:
+        raise AmcpError(f"no store at {location}; run `amcp init` first (or pass --store)")
 
 
 @contextmanager
 def open_memory(
-    store: Path | None, embedder: str | None = "auto", *, create: bool = False
+    store: str | Path | None, embedder: str | None = "auto", *, create: bool = False
 ) -> Iterator[Any]:
     """The store ``store`` names, with ``embedder``; ``None`` for a command that embeds
     nothing (show, list): no model is loaded and any store's vectors are fine."""
     from amcp.memory import Memory
 
-    path = store_path(store)
-    if not create and not path.exists():
-        raise AmcpError(f"no store at {path}; run `amcp init` first (or pass --store)")
+    path = store_location(store)
+    if not create:
+        require_store(path)
     if embedder is None:
         mem = Memory(path, embedder=None, check_embedder=False)
     else:
@@ -105,7 +131,7 @@ def default_scope(cwd: Path | None = None) -> str:
 
 
 @contextmanager
-def new_store_or_nothing(store: Path | None, *, keep: bool = True) -> Iterator[Path]:
+def new_store_or_nothing(store: str | Path | None, *, keep: bool = True) -> Iterator[Path]:
     """For a command that may create its store (``amcp import``): if the store did not
     exist and the command fails — or ``keep`` is False, as for a dry run — everything it
     made is removed again (the file, its WAL and shared-memory files, the vector snapshot,
@@ -113,7 +139,11 @@ def new_store_or_nothing(store: Path | None, *, keep: bool = True) -> Iterator[P
     half-made store behind. An existing store is never removed."""
     import shutil
 
-    path = store_path(store)
+    location = store_location(store)
+    path = location.anchor
+    if location.path is None:  # a database: its own transactions leave nothing half-made
+        yield path
+        return
     made = [d for d in (path.parent / "keys", path.parent) if not d.exists()]
     existed = path.exists()
     ok = False

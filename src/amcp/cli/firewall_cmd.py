@@ -14,22 +14,21 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from amcp.cli.common import emit_json, friendly, open_memory, out, store_path
+from amcp.cli.common import emit_json, friendly, open_memory, out, require_store, store_location
 from amcp.cli.options import JsonOpt, StoreOpt
 from amcp.cli.views import item_json
-from amcp.errors import AmcpError
 
 
 @contextmanager
-def _bare(store: Path | None, *, create: bool = False) -> Iterator[Any]:
+def _bare(store: str | None, *, create: bool = False) -> Iterator[Any]:
     """The store without its embedder: listing and refusing drafts or editing writer keys
     embeds nothing, so it need not load a model (``confirm`` does: the released record
     joins the vector index)."""
     from amcp.memory import Memory
 
-    path = store_path(store)
-    if not create and not path.exists():
-        raise AmcpError(f"no store at {path}; run `amcp init` first (or pass --store)")
+    path = store_location(store)
+    if not create:
+        require_store(path)
     with Memory(path, embedder=None, check_embedder=False) as mem:
         yield mem
 

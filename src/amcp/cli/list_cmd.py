@@ -7,13 +7,12 @@ from __future__ import annotations
 
 import re
 import time
-from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from amcp.cli.common import emit_json, friendly, open_memory, out
-from amcp.cli.options import ScopesOpt, TypesOpt
+from amcp.cli.options import ScopesOpt, StoreOpt, TypesOpt
 
 _AGO = re.compile(r"(\d+(?:\.\d+)?)\s*([smhdw])")
 _UNIT = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
@@ -52,10 +51,7 @@ def list_cmd(
         str | None, typer.Option(help="Created before: 7d, 12h, or an ISO 8601 time.")
     ] = None,
     limit: Annotated[int, typer.Option("-n", "--limit", min=1, help="At most this many.")] = 50,
-    store: Annotated[
-        Path | None,
-        typer.Option("--store", "-s", help="Store file (default $AMCP_HOME/memory.db)."),
-    ] = None,
+    store: StoreOpt = None,
     json_: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
 ) -> None:
     """List records, newest first (filters by scope, type, kind, lifecycle and time)."""

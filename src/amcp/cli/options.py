@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated
 
 import typer
 
 StoreOpt = Annotated[
-    Path | None, typer.Option("--store", "-s", help="Store file (default $AMCP_HOME/memory.db).")
+    str | None,
+    typer.Option(
+        "--store", "-s", envvar="AMCP_STORE", show_envvar=False,
+        help="A store file, sqlite:PATH or postgresql://USER:PASS@HOST/DB "
+        "(default $AMCP_STORE, else $AMCP_HOME/memory.db).",
+    ),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
 EmbedOpt = Annotated[

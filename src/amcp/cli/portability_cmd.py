@@ -94,7 +94,7 @@ def _print_result(result: Any, json_: bool) -> None:
 
 
 def _run_import(
-    store: Path | None, embedder: str, path: Path | str, options: Any, *, dry_run: bool,
+    store: str | None, embedder: str, path: Path | str, options: Any, *, dry_run: bool,
     quiet: bool,
 ) -> Any:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn

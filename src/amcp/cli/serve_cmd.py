@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from amcp.cli.common import friendly, open_memory, out, store_path, warm_up
+from amcp.cli.common import friendly, open_memory, out, store_location, store_path, warm_up
 from amcp.cli.options import StoreOpt
 
 if TYPE_CHECKING:
@@ -67,7 +67,8 @@ def serve(
     access = AccessPolicy.load(policy) if policy is not None else None
     anchors = load_anchors(anchor) if anchor is not None else ()
     chain = cert.read_text(encoding="ascii") if cert is not None else None
-    plan = _Plan(host, port, unix, http_port, store_path(store), access)
+    plan = _Plan(host, port, unix, http_port, store_path(store), access,
+                 str(store_location(store)))
     with open_memory(store, embedder, create=True) as mem:
         warm_up(mem)  # "listening" only once the first request can be answered at speed
         mem.flush_in_background()
@@ -88,8 +89,9 @@ class _Plan:
     port: int
     unix: Path | None
     http_port: int
-    db: Path
+    db: Path  # the store's local anchor: where its runtime file goes
     access: AccessPolicy | None
+    shown: str = ""  # the store as messages name it (a DSN redacted)
 
 
 async def _serve(mem: Memory, server: NodeServer, plan: _Plan) -> None:
@@ -134,7 +136,7 @@ def _print_listening(server: NodeServer, plan: _Plan) -> None:
     if unix is not None:
         where.append(f"unix:{unix}")
     out.print(f"amcp node {server.node_uri}")
-    out.print(f"store {plan.db}; listening on {', '.join(where)}")
+    out.print(f"store {plan.shown or plan.db}; listening on {', '.join(where)}")
     if plan.access is None and host and host not in ("127.0.0.1", "::1", "localhost"):
         out.print("[yellow]warning[/yellow]: no --policy: every peer may read and write")
     target = f'None, unix="{unix}"' if not host else f'"{host}", {server.port}'
@@ -195,9 +197,9 @@ def trust_issue(
     anchor_key: Annotated[Path, typer.Option("--anchor-key", help="Issuer private key (PEM).")],
     out_file: Annotated[Path, typer.Option("--out", help="Where to write the chain (PEM).")],
     public_key: Annotated[str | None, typer.Option(help="Peer's Ed25519 key (base64url).")] = None,
-    store: Annotated[
-        Path | None, typer.Option("--store", "-s", help="Certify this store's node key.")
-    ] = None,
+    store: Annotated[str | None, typer.Option(
+        "--store", "-s", help="Certify this store's node key (a file or postgresql:// URL).",
+    )] = None,
     node_uri: Annotated[str | None, typer.Option(help="Node URI to bind (SubjectAltName).")] = None,
     days: Annotated[int, typer.Option(help="How long the certificate is valid, in days.")] = 365,
 ) -> None:

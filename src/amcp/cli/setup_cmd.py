@@ -31,7 +31,8 @@ from typing import Annotated
 
 import typer
 
-from amcp.cli.common import default_home, friendly, out, store_path
+from amcp.cli.common import default_home, friendly, out, sqlite_only
+from amcp.cli.options import StoreOpt
 
 RUNTIMES = ("claude-code", "codex", "gemini", "opencode")
 _FOUND_BY = {"claude-code": ("claude", ".claude"), "codex": ("codex", ".codex"),
@@ -157,8 +158,7 @@ def setup(store: Path, *, embedder: str, runtimes: list[str], home: Path,
 
 @friendly
 def setup_cmd(
-    store: Annotated[Path | None, typer.Option("--store", "-s", help="Store file (default "
-                                               "$AMCP_HOME/memory.db).")] = None,
+    store: StoreOpt = None,
     embedder: Annotated[str, typer.Option("--embedder", "-e", help="For a new store: auto | "
                                           "minilm | hashing | none")] = "auto",
     runtime: Annotated[list[str] | None, typer.Option("--runtime", help="Install for this "
@@ -172,14 +172,15 @@ def setup_cmd(
     check: Annotated[bool, typer.Option(help="Run the end-to-end self-check.")] = True,
 ) -> None:
     """One-command setup: store, hooks, brain and an end-to-end self-check (idempotent)."""
-    path = store_path(store)
+    # The coding agents' hooks read a store file directly (docs/hooks.md).
+    path = sqlite_only(store, "amcp setup")
     home = Path.home()
     wanted = runtime if runtime is not None else found_runtimes(home)
     unknown = sorted(set(wanted) - set(RUNTIMES))
     if unknown:
         raise typer.BadParameter(f"unknown runtime {unknown[0]!r}; one of {', '.join(RUNTIMES)}")
     rep = setup(path, embedder=embedder, runtimes=wanted, home=home, project=project,
-                brain=brain or (store.parent if store else default_home()) / "brain",
+                brain=brain or (path.parent if store else default_home()) / "brain",
                 check=check)
     out.print(f"store {'created' if rep.created else 'kept'} at {rep.store}")
     for name, files in rep.installed.items():

@@ -14,17 +14,17 @@ with ``--url`` (default: ``amcp http``'s) is opened.
 from __future__ import annotations
 
 import webbrowser
-from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from amcp.cli.common import friendly, out, store_path
+from amcp.cli.common import friendly, out, store_location, store_path
+from amcp.cli.options import StoreOpt
 
 DEFAULT_URL = "http://127.0.0.1:8765/ui"
 
 
-def ui_url(store: Path | None, url: str | None) -> tuple[str, str]:
+def ui_url(store: str | None, url: str | None) -> tuple[str, str]:
     """The inspector's address and where it came from."""
     if url:
         return url, "--url"
@@ -34,15 +34,13 @@ def ui_url(store: Path | None, url: str | None) -> tuple[str, str]:
     if rt is not None:
         host = connect_host(rt.http[0])
         shown = f"[{host}]" if ":" in host else host
-        return f"http://{shown}:{rt.http[1]}/ui", f"the node serving {store_path(store)}"
+        return f"http://{shown}:{rt.http[1]}/ui", f"the node serving {store_location(store)}"
     return DEFAULT_URL, "the default address of amcp http (no amcp serve found for the store)"
 
 
 @friendly
 def ui(
-    store: Annotated[
-        Path | None, typer.Option("--store", "-s", help="Store (default $AMCP_HOME/memory.db).")
-    ] = None,
+    store: StoreOpt = None,
     url: Annotated[str | None, typer.Option(help="Open this address instead.")] = None,
     no_browser: Annotated[
         bool, typer.Option("--no-browser", help="Print the address only.")

@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from amcp.cli.common import emit_json, err, friendly, out, store_path
-from amcp.errors import AmcpError
+from amcp.cli.common import emit_json, err, friendly, out, require_store, store_location
+from amcp.cli.options import StoreOpt
 
 if TYPE_CHECKING:
     from amcp.store.base import IntegrityReport
@@ -24,9 +24,7 @@ _MISSING = "the witness of this store is missing"
 
 @friendly
 def verify(
-    store: Annotated[Path | None, typer.Option(
-        "--store", "-s", help="Store file (default $AMCP_HOME/memory.db).",
-    )] = None,
+    store: StoreOpt = None,
     json_: Annotated[bool, typer.Option("--json", help="Machine-readable report.")] = False,
     rewitness: Annotated[bool, typer.Option(
         "--rewitness",
@@ -43,9 +41,8 @@ def verify(
     """The full audit: exit 1 and name each problem and bad record if anything is wrong."""
     from amcp.memory import Memory
 
-    path = store_path(store)
-    if not path.exists():
-        raise AmcpError(f"no store at {path}; run `amcp init` first (or pass --store)")
+    path = store_location(store)
+    require_store(path)
     with Memory(path, embedder=None, check_embedder=False, verify_on_open=False) as mem:
         report = mem.store.verify(full=True)
         warnings = mem.store.integrity_warnings()

@@ -18,26 +18,20 @@ from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 from amcp.errors import ConfigError, ValidationError
+from amcp.store.dsn import redact_dsn
 
 SCHEMES = ("postgresql", "postgres")
 _BATCH = 2000  # rows fetched per round trip, and written per SQLite transaction
 
 
+redacted = redact_dsn  # the one DSN redaction (amcp.store.dsn)
+
+
 def is_dsn(text: str) -> bool:
     return urlsplit(text).scheme in SCHEMES
-
-
-def redacted(dsn: str) -> str:
-    """The DSN with any password replaced by ``***`` (user, host, database kept)."""
-    parts = urlsplit(dsn)
-    if parts.password is None:
-        return dsn
-    host = parts.hostname or ""
-    netloc = f"{parts.username or ''}:***@{host}" + (f":{parts.port}" if parts.port else "")
-    return urlunsplit(parts._replace(netloc=netloc))
 
 
 def _utc_text(value: Any) -> Any:

@@ -11,7 +11,7 @@ replayed behind the node's back by comparing the rows with the signed count and 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -31,6 +31,28 @@ GENESIS = "0" * 64
 def link_hash(prev: str, seq: int, hlc: int, op: str, knowledge_id: str, details: Any) -> str:
     body = canonical_packb([seq, hlc, op, knowledge_id, details])
     return hashlib.sha256(bytes.fromhex(prev) + body).hexdigest()
+
+
+def walk_links(
+    rows: Iterable[Sequence[Any]], prev: str = GENESIS, seq_seen: int = 0
+) -> tuple[str, int, list[str]]:
+    """Recompute every link of ``rows`` — ``(seq, hlc, op, knowledge_id, details bytes,
+    hash)`` in seq order, the first after ``seq_seen`` (whose hash is ``prev``): the last
+    hash and seq reached, and what was wrong (empty if the walk reached the end). Every
+    adapter's integrity check walks its log with this."""
+    import msgpack
+
+    for seq, hlc, op, kid, blob, digest in rows:
+        if seq != seq_seen + 1:
+            return prev, seq_seen, [f"change log gap or reorder at seq {seq}"]
+        try:
+            details = msgpack.unpackb(blob, raw=False)
+        except (ValueError, msgpack.UnpackException):
+            return prev, seq_seen, [f"change {seq} has unreadable details"]
+        if link_hash(prev, seq, hlc, op, kid, details) != digest:
+            return prev, seq_seen, [f"change {seq} ({op} {str(kid)[:14]}…) was altered"]
+        prev, seq_seen = digest, seq
+    return prev, seq_seen, []
 
 
 @dataclass(frozen=True, slots=True)

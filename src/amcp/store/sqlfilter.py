@@ -13,17 +13,21 @@ from amcp.store.base import RecordFilter
 from amcp.store.links import CAUSE, SESSION
 
 
-def _marks(n: int) -> str:
-    return ",".join("?" * n)
+def where_clause(flt: RecordFilter, *, dialect: str = "sqlite") -> tuple[str, list[Any]]:
+    """``dialect``: "sqlite" (``?`` placeholders, SQLite planner hints) or "postgres"
+    (``%s`` placeholders, as psycopg takes them); the tables are the same in both."""
+    mark = "%s" if dialect == "postgres" else "?"
 
+    def _marks(n: int) -> str:
+        return ",".join([mark] * n)
 
-def where_clause(flt: RecordFilter) -> tuple[str, list[Any]]:
     parts: list[str] = ["1=1"]
     params: list[Any] = []
     if flt.lifecycles is not None:
         # With ids named, a unary + keeps SQLite off the lifecycle index: it would walk every
         # active record (~0.7 s at 100k) instead of looking the ids up (a recall's rerank).
-        column = "+r.lifecycle" if flt.ids is not None else "r.lifecycle"
+        hint = flt.ids is not None and dialect == "sqlite"
+        column = "+r.lifecycle" if hint else "r.lifecycle"
         parts.append(f"{column} IN ({_marks(len(flt.lifecycles))})")
         params.extend(lc.value for lc in flt.lifecycles)
     if flt.types is not None:
@@ -41,17 +45,17 @@ def where_clause(flt: RecordFilter) -> tuple[str, list[Any]]:
         )
         params.extend(scopes)
     for tag in flt.tags or ():
-        parts.append("r.rowid IN (SELECT t.rid FROM record_tags t WHERE t.tag = ?)")
+        parts.append(f"r.rowid IN (SELECT t.rid FROM record_tags t WHERE t.tag = {mark})")
         params.append(tag)
     if flt.created_after is not None:
-        parts.append("r.created_at >= ?")
+        parts.append(f"r.created_at >= {mark}")
         params.append(flt.created_after)
     if flt.created_before is not None:
-        parts.append("r.created_at < ?")
+        parts.append(f"r.created_at < {mark}")
         params.append(flt.created_before)
     if flt.subject_prefix is not None:
         # substr comparison instead of LIKE: no wildcard characters to escape.
-        parts.append("substr(r.subject, 1, ?) = ?")
+        parts.append(f"substr(r.subject, 1, {mark}) = {mark}")
         params.extend([len(flt.subject_prefix), flt.subject_prefix])
     if flt.ids is not None:
         parts.append(f"r.knowledge_id IN ({_marks(len(flt.ids))})")
@@ -69,10 +73,10 @@ def where_clause(flt: RecordFilter) -> tuple[str, list[Any]]:
         if refs is not None:
             parts.append(
                 "r.rowid IN (SELECT l.rid FROM record_links l "
-                f"WHERE l.kind = ? AND l.ref IN ({_marks(len(refs))}))"
+                f"WHERE l.kind = {mark} AND l.ref IN ({_marks(len(refs))}))"
             )
             params.extend([kind, *refs])
     if not flt.include_expired:
-        parts.append("(r.expires_at IS NULL OR r.expires_at > ?)")
+        parts.append(f"(r.expires_at IS NULL OR r.expires_at > {mark})")
         params.append(flt.now if flt.now is not None else time.time())
     return " AND ".join(parts), params

@@ -30,7 +30,7 @@ from amcp.amf.ids import public_key_text
 from amcp.errors import AmcpError, StoreIntegrityError
 from amcp.keyring import Witness
 from amcp.store.base import IntegrityReport
-from amcp.store.chain import GENESIS, Head, link_hash
+from amcp.store.chain import GENESIS, Head, walk_links
 from amcp.store.rowseal import DELETED, EDITED, STALE_ROW, UNLOGGED, digest_of
 from amcp.store.sqlite_census import census_of, differences
 from amcp.store.sqlite_rows import BODY, CHAIN_SEQ, FACTS, KID, ROW_COLS, ROWID, SEAL
@@ -64,17 +64,7 @@ def walk_chain(
         "ORDER BY seq",
         (seq_seen,),
     )
-    for seq, hlc, op, kid, blob, digest in rows:
-        if seq != seq_seen + 1:
-            return prev, seq_seen, [f"change log gap or reorder at seq {seq}"]
-        try:
-            details = msgpack.unpackb(blob, raw=False)
-        except (ValueError, msgpack.UnpackException):
-            return prev, seq_seen, [f"change {seq} has unreadable details"]
-        if link_hash(prev, seq, hlc, op, kid, details) != digest:
-            return prev, seq_seen, [f"change {seq} ({op} {str(kid)[:14]}…) was altered"]
-        prev, seq_seen = digest, seq
-    return prev, seq_seen, []
+    return walk_links(rows, prev, seq_seen)
 
 
 def _resume_point(db: sqlite3.Connection, since: Witness | None) -> tuple[str, int]:

@@ -1,0 +1,190 @@
+"""The PostgreSQL adapter's connections: one pool, and this process's one write transaction.
+
+Reads take a pool connection in autocommit mode (each statement sees every transaction
+committed before it), except in the thread that holds the write transaction, which must
+see its own uncommitted writes. Writes nest like sqlite-utils' ``atomic``: the outermost
+opens a transaction on a pool connection and takes the store's advisory lock
+(``locks``), inner ones are savepoints. One write transaction per process at a time (an
+``RLock``); other processes wait on the advisory lock. psycopg errors are translated into
+``StoreError`` here, at the boundary, so no caller sees a driver exception.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import psycopg
+import psycopg_pool
+
+from amcp.errors import AmcpError, StoreError
+from amcp.store.postgres import locks
+from amcp.store.postgres.dsn import redacted
+
+Connection = psycopg.Connection[Any]
+
+
+def _configure(conn: Connection) -> None:
+    from pgvector.psycopg import register_vector
+
+    register_vector(conn)
+
+
+class Database:
+    """The pool of one store's database, and its write transaction."""
+
+    def __init__(self, dsn: str, *, pool_size: int = 4, timeout_s: float = 10.0) -> None:
+        self.where = redacted(dsn)
+        self._timeout_s = timeout_s
+        self._lock = threading.RLock()
+        self._owner: int | None = None  # the thread whose write transaction is open
+        self._conn: Connection | None = None
+        self.depth = 0
+        self.pool = psycopg_pool.ConnectionPool(
+            dsn, min_size=1, max_size=max(pool_size, 1), open=False,
+            kwargs={"autocommit": True}, configure=_configure, timeout=timeout_s,
+            name="amcp-store",
+        )
+
+    def open(self) -> None:
+        """Open the pool (after the schema exists: each connection registers pgvector)."""
+        try:
+            self.pool.open(wait=True, timeout=self._timeout_s)
+        except psycopg_pool.PoolTimeout as exc:
+            self.pool.close()
+            raise StoreError(f"cannot connect to {self.where}: {exc}") from exc
+
+    def close(self) -> None:
+        self.pool.close()
+
+    @property
+    def in_transaction(self) -> bool:
+        """Whether this thread holds the write transaction."""
+        return self._owner == threading.get_ident()
+
+    @property
+    def conn(self) -> Connection:
+        """The write transaction's connection (call inside ``transaction``, in its thread)."""
+        if self._conn is None or not self.in_transaction:
+            raise RuntimeError("no write transaction is open in this thread")
+        return self._conn
+
+    @contextmanager
+    def read(self) -> Iterator[Connection]:
+        """A connection to read with (see the module docstring)."""
+        if self._owner == threading.get_ident() and self._conn is not None:
+            with _translated(self.where):
+                yield self._conn
+            return
+        with _translated(self.where), self.pool.connection() as conn:
+            yield conn
+
+    @contextmanager
+    def snapshot(self) -> Iterator[Connection]:
+        """A connection inside one REPEATABLE READ transaction: every statement sees the same
+        committed state while other processes commit. Inside the write transaction: that
+        one (it holds the store's lock, so nobody else commits)."""
+        if self.in_transaction and self._conn is not None:
+            with _translated(self.where):
+                yield self._conn
+            return
+        with _translated(self.where), self.pool.connection() as conn, conn.transaction():
+            conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+            yield conn
+
+    @contextmanager
+    def transaction(self, begin: str = "") -> Iterator[tuple[Connection, bool, Any]]:
+        """``(connection, outermost, row)`` inside a write transaction that nests
+        (savepoints). The outermost holds the store's advisory lock and commits on leaving;
+        ``row`` is the first row of ``begin`` (a query without parameters), run in the same
+        round trip as BEGIN and the lock, so it sees every commit before the lock."""
+        with self._lock:
+            if self._conn is not None:
+                self.depth += 1
+                try:
+                    with _translated(self.where), \
+                            _savepoint(self._conn, f"sp{self.depth}") as inner:
+                        yield inner
+                finally:
+                    self.depth -= 1
+                return
+            with _translated(self.where, "the write was not committed"), \
+                    self.pool.connection() as conn:
+                self._conn, self._owner, self.depth = conn, threading.get_ident(), 1
+                try:
+                    first = _begin(conn, begin)
+                    try:
+                        yield conn, True, first
+                    except BaseException:
+                        with contextlib.suppress(psycopg.Error):
+                            conn.execute("ROLLBACK")
+                        raise
+                    conn.execute("COMMIT")
+                finally:
+                    self._conn, self._owner, self.depth = None, None, 0
+
+    @contextmanager
+    def quiet(self) -> Iterator[bool]:
+        """Hold off this process's writers; False if this thread is inside a write."""
+        with self._lock:
+            yield not self.in_transaction
+
+
+def _begin(conn: Connection, begin: str) -> Any:
+    """BEGIN, the store's lock and ``begin`` in one round trip; ``begin``'s first row."""
+    cur = conn.cursor()
+    cur.execute(f"BEGIN; {locks.TAKE}; {begin or 'SELECT 1'}")
+    first = None
+    while True:
+        if cur.description is not None:
+            first = cur.fetchone()
+        if not cur.nextset():
+            return first
+
+
+@contextmanager
+def _savepoint(conn: Connection, name: str) -> Iterator[tuple[Connection, bool, Any]]:
+    conn.execute(f"SAVEPOINT {name}")
+    try:
+        yield conn, False, None
+    except BaseException:
+        with contextlib.suppress(psycopg.Error):  # a dead connection: the outer one reports
+            conn.execute(f"ROLLBACK TO SAVEPOINT {name}")
+            conn.execute(f"RELEASE SAVEPOINT {name}")
+        raise
+    conn.execute(f"RELEASE SAVEPOINT {name}")
+
+
+@contextmanager
+def _translated(where: str, doing: str = "") -> Iterator[None]:
+    """psycopg's errors as ``StoreError`` (ours pass through unchanged)."""
+    try:
+        yield
+    except AmcpError:
+        raise
+    except psycopg_pool.PoolTimeout as exc:
+        raise StoreError(f"{where}: no database connection within the timeout ({exc})") from exc
+    except psycopg.Error as exc:
+        what = f"{doing}: " if doing else ""
+        raise StoreError(f"{where}: {what}{_message(exc)}") from exc
+
+
+def _message(exc: psycopg.Error) -> str:
+    primary = exc.diag.message_primary if exc.diag is not None else None
+    return primary or str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+
+
+def get_meta(conn: Connection, key: str) -> str | None:
+    row = conn.execute("SELECT value FROM store_meta WHERE key=%s", (key,)).fetchone()
+    return str(row[0]) if row else None
+
+
+def put_meta(conn: Connection, key: str, value: str) -> None:
+    conn.execute(
+        "INSERT INTO store_meta(key, value) VALUES (%s, %s) "
+        "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+        (key, value),
+    )

@@ -1,0 +1,370 @@
+"""``PostgresStore``: the Store port over PostgreSQL + pgvector, for a team sharing one store.
+
+Composed of small parts, each its own module: the connections and write transaction
+(``database``), the change log and signed head (``changes``), record writes and reads
+(``writes``, ``reads``), the verifying read path (``verified``), the lexical index
+(``lexical`` + ``bm25``), vectors (``vectors``), access statistics (``access``), the
+integrity check (``verify``) and the commit listener (``listen``). The integrity guarantees
+are the SQLite adapter's (docs/store.md): the same seals, chain, signed head, census,
+witnesses and quarantine, through the same shared modules.
+
+Many processes may open one store: writers are serialised by a transaction-scoped advisory
+lock (``locks``), every commit NOTIFYs, and every open store LISTENs, so a peer's commit
+moves ``generation()`` at once.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import psycopg
+
+from amcp.amf.ids import content_key, public_key_text
+from amcp.amf.record import AMFRecord
+from amcp.amf.types import Lifecycle
+from amcp.errors import StoreError, StoreIntegrityError
+from amcp.keyring import Keyring, Witness
+from amcp.store.base import (
+    Capabilities,
+    Change,
+    ChangeOp,
+    IntegrityReport,
+    PutItem,
+    PutResult,
+    RecordFilter,
+    RecordState,
+    StateRow,
+    StoredRecord,
+    StoreStats,
+)
+from amcp.store.chain import EMPTY_HEAD, GENESIS
+from amcp.store.postgres.access import AccessLog
+from amcp.store.postgres.changes import TIP_SQL, ChangeLog
+from amcp.store.postgres.database import Connection, Database, get_meta, put_meta
+from amcp.store.postgres.lexical import LexicalIndex
+from amcp.store.postgres.listen import Generation, Listener, channel_of
+from amcp.store.postgres.migrate import migrate
+from amcp.store.postgres.reads import RecordReads
+from amcp.store.postgres.vectors import VectorSource
+from amcp.store.postgres.verified import RowVerifier
+from amcp.store.postgres.verify import Verifier
+from amcp.store.postgres.writes import RecordWrites
+from amcp.store.rowseal import Sealer
+
+if TYPE_CHECKING:
+    import numpy as np
+
+
+def _bootstrap(dsn: str, where: str, timeout_s: float) -> None:
+    """Reach the server, create pgvector if needed, run migrations: one plain connection,
+    before the pool (whose connections register the ``vector`` type)."""
+    try:
+        with psycopg.connect(dsn, autocommit=True, connect_timeout=max(int(timeout_s), 1)) as c:
+            migrate(c, where)
+    except psycopg.OperationalError as exc:
+        raise StoreError(f"cannot connect to {where}: {_first_line(exc)}") from exc
+    except psycopg.Error as exc:
+        raise StoreError(f"{where}: {_first_line(exc)}") from exc
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+class PostgresStore:
+    """``Store`` over one PostgreSQL database (or schema, through the DSN's search_path)."""
+
+    def __init__(
+        self,
+        dsn: str,
+        keyring: Keyring,
+        *,
+        verify_on_open: bool = True,
+        pool_size: int = 4,
+        timeout_s: float = 10.0,
+        listen: bool = True,
+    ) -> None:
+        self.keyring = keyring
+        self._db = Database(dsn, pool_size=pool_size, timeout_s=timeout_s)
+        self.where = self._db.where
+        _bootstrap(dsn, self.where, timeout_s)
+        self._db.open()
+        self._generation = Generation()
+        self._log = ChangeLog(self._db, keyring)
+        delta = self._log.delta
+        self.access = AccessLog(self._db, self._writing)
+        self._rows = RowVerifier(keyring, Sealer(b"", ""), self.access.state)
+        self.lexical = LexicalIndex(self._db, delta)
+        self.vectors = VectorSource(self._db, delta, self._rows, self._writing)
+        self._content_secret = keyring.derive("content-key")
+        self._reads = RecordReads(self._db, self._rows, self.content_key)
+        self._writes = RecordWrites(
+            keyring=keyring, log=self._log, rows=self._rows, lexical=self.lexical,
+            vectors=self.vectors, access=self.access, atomic=self._writing,
+            content_key=self.content_key,
+        )
+        self._listener: Listener | None = None
+        self._capabilities = Capabilities(
+            lexical=self.lexical, vectors=self.vectors, feed=self._log, access=self.access,
+            bodies=self._reads,
+        )
+        try:
+            self.store_id = self._ensure_store_id()
+            self._log.store_id = self.store_id
+            sealer = Sealer(keyring.derive("row-seal"), self.store_id)
+            self._rows.set_sealer(sealer)
+            self._writes.sealer = sealer
+            self._verifier = Verifier(self._db, self._log, keyring, sealer, self._rows)
+            if listen:
+                self._listener = Listener(dsn, channel_of(self.store_id), self._generation)
+                self._listener.start(timeout_s)
+            if verify_on_open:
+                report = self._verifier.since_mark()
+                if not report.ok:
+                    raise StoreIntegrityError(
+                        f"{self.where} failed its integrity check: "
+                        + "; ".join(report.problems[:3])
+                        + " — run `amcp verify` for the whole report"
+                    )
+        except BaseException:
+            self._shutdown()
+            raise
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def _ensure_store_id(self) -> str:
+        """The store's id, created with its first signed head and witness under the lock:
+        of several processes creating one store, the first makes them, the others read."""
+        with self._db.read() as conn:
+            existing = get_meta(conn, "store_id")
+        if existing:
+            return existing
+        with self._writing() as conn:
+            existing = get_meta(conn, "store_id")
+            if existing:
+                return existing
+            store_id = uuid.uuid4().hex
+            self._log.store_id = store_id
+            put_meta(conn, "store_id", store_id)
+            put_meta(conn, "node_key", public_key_text(self.keyring.signing_key.public_key()))
+            self._log.store_head(conn, EMPTY_HEAD)
+            # Witnessed before the commit that says it is (as the SQLite adapter does).
+            self.keyring.write_witness(store_id, Witness(0, GENESIS))
+            self._log.remember_places(conn)
+            put_meta(conn, "witnessed", "1")
+        return store_id
+
+    def close(self) -> None:
+        self.access.stop()
+        try:
+            self.access.flush()
+        except StoreError:
+            pass  # the server went away: a second of advisory access counts is lost
+        finally:
+            self._shutdown()
+
+    def _shutdown(self) -> None:
+        if self._listener is not None:
+            self._listener.stop(self._notify)
+            self._listener = None
+        self._db.close()
+
+    def _notify(self, payload: str) -> None:
+        with self._db.read() as conn:
+            conn.execute("SELECT pg_notify(%s, %s)", (channel_of(self.store_id), payload))
+
+    def __enter__(self) -> PostgresStore:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
+    @property
+    def capabilities(self) -> Capabilities:
+        """All of them, each its own part: the postings index, pgvector, the change feed,
+        the access statistics, raw bodies."""
+        return self._capabilities
+
+    def generation(self) -> int:
+        """Moves with every commit, this process's or (once its NOTIFY arrives) a peer's.
+        Inside this thread's own write transaction it moves on every call: what is read
+        there may still be rolled back, so nothing read there may be cached."""
+        if self._db.in_transaction:
+            self._generation.bump()
+        return self._generation.value
+
+    def wait_for_commit(self, after: int, timeout_s: float) -> int:
+        """Sleep until ``generation()`` passes ``after`` (a change-feed waiter)."""
+        return self._generation.wait(after, timeout_s)
+
+    # ------------------------------------------------------------------ transactions
+
+    def atomic(self) -> AbstractContextManager[None]:
+        """A transaction that nests: the outermost commits, an exception rolls all back."""
+        return self._atomic_none()
+
+    @contextmanager
+    def _atomic_none(self) -> Iterator[None]:
+        with self._writing():
+            yield
+
+    @contextmanager
+    def _writing(self) -> Iterator[Connection]:
+        """``atomic`` yielding the transaction's connection (for the parts)."""
+        delta = self._log.delta
+        outer = False
+        signed: tuple[int, str, list[Path]] | None = None
+        try:
+            with self._db.transaction(TIP_SQL) as (conn, outer, tip):
+                if outer:
+                    delta.begin(tip)
+                mark = delta.mark()
+                try:
+                    yield conn
+                except BaseException:
+                    if not outer:
+                        delta.restore(mark)
+                    raise
+                if outer:
+                    signed = self._before_commit(conn)
+        except BaseException:
+            if outer:
+                delta.reset()
+            raise
+        if outer:
+            delta.reset()
+            self._generation.bump()
+            if signed is not None:
+                self._log.write_witness(*signed)
+
+    def _before_commit(self, conn: Connection) -> tuple[int, str, list[Path]] | None:
+        """Sign the head if this transaction moved it, and NOTIFY the store's listeners
+        (delivered at COMMIT), in one round trip. Returns what to witness after the commit."""
+        store_id = self._log.store_id
+        if not store_id:
+            return None
+        with conn.pipeline():
+            signed = self._log.sign(conn) if self._log.delta.dirty else None
+            conn.execute("SELECT pg_notify(%s, '')", (channel_of(store_id),))
+        return signed
+
+    # ------------------------------------------------------------------ writes
+
+    def content_key(self, record: AMFRecord) -> str:
+        return content_key(record, self._content_secret)
+
+    def put(
+        self, record: AMFRecord, *, hlc: int, vector: np.ndarray | None = None,
+        index_text: str | None = None, index_context: str | None = None,
+        sensitive: bool = False, expires_at: float | None = None,
+        lifecycle: Lifecycle = Lifecycle.ACTIVE,
+    ) -> PutResult:
+        item = PutItem(record, hlc, vector, index_text, index_context, sensitive, expires_at,
+                       lifecycle)
+        return self._writes.put_many([item])[0]
+
+    def put_many(self, items: Sequence[PutItem]) -> list[PutResult]:
+        return self._writes.put_many(items)
+
+    def set_state(
+        self, knowledge_id: str, op: ChangeOp, *, hlc: int, lifecycle: Lifecycle,
+        reason: str | None = None, superseded_by: str | None = None,
+    ) -> None:
+        self._writes.set_state(knowledge_id, op, hlc=hlc, lifecycle=lifecycle, reason=reason,
+                               superseded_by=superseded_by)
+
+    def purge(self, knowledge_id: str, *, hlc: int, reason: str | None = None) -> None:
+        self._writes.purge(knowledge_id, hlc=hlc, reason=reason)
+
+    def put_tombstone(self, knowledge_id: str, *, hlc: int, reason: str | None = None) -> bool:
+        return self._writes.put_tombstone(knowledge_id, hlc=hlc, reason=reason)
+
+    def set_weight(self, knowledge_id: str, weight: float) -> None:
+        self._writes.set_weight(knowledge_id, weight)
+
+    def set_meta(self, key: str, value: str) -> None:
+        with self._writing() as conn:
+            put_meta(conn, key, value)
+
+    def get_meta(self, key: str) -> str | None:
+        with self._db.read() as conn:
+            return get_meta(conn, key)
+
+    # ------------------------------------------------------------------ reads
+
+    def get(self, knowledge_id: str) -> StoredRecord | None:
+        return self._reads.get(knowledge_id)
+
+    def get_many(self, knowledge_ids: Sequence[str]) -> list[StoredRecord]:
+        return self._reads.get_many(knowledge_ids)
+
+    def query(
+        self, flt: RecordFilter, *, limit: int = 100, after: str | None = None
+    ) -> list[StoredRecord]:
+        return self._reads.query(flt, limit=limit, after=after)
+
+    def states(
+        self, flt: RecordFilter, *, limit: int = 100, ranked: bool = False
+    ) -> list[StateRow]:
+        return self._reads.states(flt, limit=limit, ranked=ranked)
+
+    def count(self, flt: RecordFilter) -> int:
+        return self._reads.count(flt)
+
+    def subjects(self, flt: RecordFilter, *, limit: int | None = None) -> list[str]:
+        return self._reads.subjects(flt, limit=limit)
+
+    def find_same_content(self, record: AMFRecord) -> StoredRecord | None:
+        return self._reads.find_same_content(record)
+
+    def due_for_expiry(self, now: float, limit: int = 1000) -> list[str]:
+        return self._reads.due_for_expiry(now, limit)
+
+    def ids_with_prefix(self, prefix: str, limit: int) -> list[str]:
+        return self._reads.ids_with_prefix(prefix, limit)
+
+    def raw_bodies(
+        self, knowledge_ids: Sequence[str], flt: RecordFilter | None = None
+    ) -> list[tuple[str, RecordState, bytes | None, str | None]]:
+        return self._reads.raw_bodies(knowledge_ids, flt)
+
+    def stats(self) -> StoreStats:
+        return self._reads.stats()
+
+    def changes(self, since_hlc: int = 0, limit: int = 1000) -> list[Change]:
+        return self._log.changes(since_hlc, limit)
+
+    def changes_of(self, knowledge_id: str, limit: int = 200) -> list[Change]:
+        return self._log.changes_of(knowledge_id, limit)
+
+    def max_hlc(self) -> int:
+        return self._log.max_hlc()
+
+    # ------------------------------------------------------------------ integrity
+
+    def verify(self, *, full: bool = False, incremental: bool = False) -> IntegrityReport:
+        if incremental and not full:
+            return self._verifier.since_mark()
+        return self._verifier.verify(full=full)
+
+    def integrity_warnings(self) -> tuple[str, ...]:
+        return self._rows.integrity_warnings()
+
+    def quarantined(self) -> dict[str, str]:
+        return self._rows.quarantined()
+
+    def witness_places(self) -> list[Any]:
+        return self._log.witness_places()
+
+    def rewitness(self) -> None:
+        """Witness the current head in this keyring's places (``amcp verify --rewitness``)."""
+        with self._writing() as conn:
+            self._log.remember_places(conn)
+        seq, head = self._log.change_head()
+        self.keyring.write_witness(self.store_id, Witness(seq, head or GENESIS),
+                                   self._log.witness_places())
