@@ -123,7 +123,7 @@ class SQLiteStore:
         conn, log = self.conn, self.log
         memo = RowidMemo()
         self.access = SQLiteAccess(conn, log)
-        self.verifier = Verifier(conn, sealer, self.keyring, self.access)
+        self.verifier = Verifier(conn.lock, sealer, self.keyring, self.access.state, conn.db)
         self.vectors = SQLiteVectors(conn, log, self.verifier, memo)
         self.lexical = SQLiteLexical(conn, self.vectors)
         self.feed = SQLiteFeed(conn, self.store_id)

@@ -9,8 +9,10 @@ must not make a request fail (``docs/store.md``, "What the node serves").
 from __future__ import annotations
 
 import logging
+import sqlite3
+import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import msgpack
@@ -23,8 +25,6 @@ from amcp.keyring import Keyring
 from amcp.store import sqlite_rows as col
 from amcp.store.base import RecordState, StoredRecord
 from amcp.store.rowseal import Sealer
-from amcp.store.sqlite_access import SQLiteAccess
-from amcp.store.sqlite_conn import SQLiteConn
 from amcp.store.sqlite_rows import GET_BY_ID
 
 log = logging.getLogger(__name__)
@@ -37,13 +37,16 @@ class Verifier:
     records kept by seal."""
 
     def __init__(
-        self, conn: SQLiteConn, sealer: Sealer, keyring: Keyring, access: SQLiteAccess
+        self, lock: threading.RLock, sealer: Sealer, keyring: Keyring,
+        state: Callable[..., RecordState], db: sqlite3.Connection | None = None,
     ) -> None:
-        self._conn = conn
-        self._lock = conn.lock
+        # Store-agnostic but for ``live_row`` (``db``): the PostgreSQL adapter composes
+        # the same checks (store/postgres/verified.py), so both serve the same records.
+        self._db = db
+        self._lock = lock
         self.sealer = sealer
         self._keyring = keyring
-        self._access = access
+        self._state = state
         self._quarantine: dict[str, str] = {}
         self._index_warnings: tuple[str, ...] = ()
         self._decoded: OrderedDict[tuple[str, bytes], AMFRecord] = OrderedDict()
@@ -79,7 +82,7 @@ class Verifier:
         return False
 
     def row_state(self, row: Sequence[Any]) -> RecordState:
-        return self._access.state(
+        return self._state(
             row[col.KID], row[col.LIFECYCLE], row[col.HLC], row[col.SUPERSEDED_BY], row[col.REASON],
             row[col.EXPIRES_AT], row[col.SENSITIVE], row[col.WEIGHT], row[col.ACCESS_COUNT],
             row[col.LAST_ACCESS], row[col.STORED_AT],
@@ -151,7 +154,8 @@ class Verifier:
     def live_row(self, knowledge_id: str, *, allow_purged: bool = False) -> Any:
         """The verified row of ``knowledge_id`` for a state change (call in a transaction):
         a change is never applied on top of a column nothing checks."""
-        row = self._conn.db.execute(GET_BY_ID, (knowledge_id,)).fetchone()
+        assert self._db is not None, "live_row reads the SQLite connection"
+        row = self._db.execute(GET_BY_ID, (knowledge_id,)).fetchone()
         if row is None:
             raise NotFoundError(f"no record {knowledge_id}")
         if not self.verified(row):

@@ -10,11 +10,9 @@ both adapters serve exactly the same records.
 from __future__ import annotations
 
 import threading
-from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
-from amcp.amf.record import AMFRecord
 from amcp.amf.types import Lifecycle
 from amcp.errors import GoneError, NotFoundError, StoreIntegrityError
 from amcp.keyring import Keyring
@@ -23,29 +21,22 @@ from amcp.store.base import RecordState
 from amcp.store.postgres.database import Connection
 from amcp.store.postgres.rows import GET_BY_ID
 from amcp.store.rowseal import Sealer
-from amcp.store.sqlite_verified import VerifiedReads
+from amcp.store.sqlite_verified import Verifier
 
 
-class RowVerifier(VerifiedReads):
-    """Seals, bodies and the quarantine of one store."""
+class RowVerifier(Verifier):
+    """Seals, bodies and the quarantine of one store: the SQLite adapter's ``Verifier``,
+    with this adapter's row lookup for state changes."""
 
     def __init__(
         self, keyring: Keyring, sealer: Sealer, state: Callable[..., RecordState]
     ) -> None:
-        self._lock = threading.RLock()
-        self._sealer = sealer
+        super().__init__(threading.RLock(), sealer, keyring, state)
         self.keyring = keyring
-        self._quarantine: dict[str, str] = {}
-        self._index_warnings: tuple[str, ...] = ()
-        self._decoded: OrderedDict[tuple[str, bytes], AMFRecord] = OrderedDict()
-        self._state = state
 
     def set_sealer(self, sealer: Sealer) -> None:
         """The store's sealer, once its id is known (a row seal covers the id)."""
-        self._sealer = sealer
-
-    def set_warnings(self, warnings: tuple[str, ...]) -> None:
-        self._index_warnings = warnings
+        self.sealer = sealer
 
     def refused(self, kid: str) -> StoreIntegrityError:
         """The error of a write asked of a record that fails verification."""
@@ -65,10 +56,6 @@ class RowVerifier(VerifiedReads):
             raise GoneError(f"{knowledge_id} was purged")
         return row
 
-    # The mixin's names, public for the adapter's parts.
-    verified = VerifiedReads._verified
-    decode = VerifiedReads._decode
-    row_state = VerifiedReads._row_state
-    remember = VerifiedReads._remember_decoded
-    open_body = VerifiedReads._open_body
-    quarantine = VerifiedReads._quarantine_add
+    # The names this adapter's parts call them by.
+    remember = Verifier.remember_decoded
+    quarantine = Verifier.quarantine_add
