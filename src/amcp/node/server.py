@@ -29,6 +29,7 @@ from cryptography import x509
 
 from amcp.errors import AmcpError, IntegrityError, Status
 from amcp.memory import Memory
+from amcp.node.admission import Admission
 from amcp.node.channel import Channel
 from amcp.node.config import DEFAULT_HOST, DEFAULT_PORT, Limits, is_local_address, local_node
 from amcp.node.service import WRITES, NodeService, Peer, Reply
@@ -101,6 +102,10 @@ class NodeServer:
         self._read_pool = ThreadPoolExecutor(self.limits.read_threads, "amcp-read")
         self._write_pool = ThreadPoolExecutor(1, "amcp-write")
         self.refused = 0  # connections closed at once because of max_connections
+        lim = self.limits
+        self.admission = Admission(
+            min(lim.max_unauthenticated, lim.max_connections), lim.unauthenticated_buffer_bytes
+        )
         self._maintenance: asyncio.Task[None] | None = None
         # Every socket read lands here (get_buffer); see _Connection.buffer_updated.
         self._read_buffer = memoryview(bytearray(self.limits.read_chunk))
@@ -206,7 +211,10 @@ class _Connection(asyncio.BufferedProtocol):
             trust=TrustConfig(trust_local=trust_local, anchors=server.anchors),
             timeouts=self.limits.timeouts,
         )
-        self.channel = Channel(session, max_payload=server.local.max_payload)
+        self.channel = Channel(
+            session, max_payload=server.local.max_payload,
+            handshake_max_payload=self.limits.handshake_max_payload,
+        )
         self.transport: asyncio.Transport | None = None
         self.peer: Peer | None = None
         self.inflight = 0
@@ -225,12 +233,15 @@ class _Connection(asyncio.BufferedProtocol):
         # uvloop's transports implement asyncio.Transport without subclassing it.
         self.transport = stream = cast(asyncio.Transport, transport)
         server = self.server
-        if len(server._conns) >= self.limits.max_connections:
-            # Nothing to answer yet (the peer has not said hello): close before a byte.
+        full = len(server._conns) >= self.limits.max_connections
+        if full and not server.admission.waiting:
+            # Every slot is an authenticated session's: close before a byte (nothing to
+            # answer yet, the peer has not said hello).
             server.refused += 1
             self.closed = True
             stream.abort()
             return
+        server.admission.admit(self, node_full=full)  # may evict the longest-waiting one
         server._conns.add(self)
         limits = self.limits
         stream.set_write_buffer_limits(limits.write_high_water, limits.write_low_water)
@@ -255,6 +266,7 @@ class _Connection(asyncio.BufferedProtocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self.lost = True
         self.server._conns.discard(self)
+        self.server.admission.gone(self)
         if not self.closed:
             self.closed = True
         self.stop_timer()
@@ -287,6 +299,8 @@ class _Connection(asyncio.BufferedProtocol):
     def received(self, data: bytes) -> None:
         channel = self.channel
         events = channel.feed(data)
+        if self in self.server.admission and not self._admitted():
+            return
         now = self.loop.time()
         if events:
             self.last_frame = now
@@ -296,6 +310,18 @@ class _Connection(asyncio.BufferedProtocol):
             self.partial_since = now
         if not self.flush():
             self.arm()
+
+    def _admitted(self) -> bool:
+        """Move an authenticated connection out of the waiting room, or account what an
+        unauthenticated one buffers; False when that broke the aggregate cap (aborted)."""
+        admission = self.server.admission
+        if self.channel.negotiated is not None:
+            admission.authenticated(self)
+            return True
+        if admission.holds(self, self.channel.buffered):
+            return True
+        self.abort("unauthenticated connections hold too much buffered data")
+        return False
 
     def on_events(self, events: list[Event]) -> None:
         # At most INLINE_PER_CHUNK small reads are answered inline per socket read, so a
