@@ -18,7 +18,7 @@ from amcp.conformance.client import (
     open_active,
     parse_target,
 )
-from amcp.conformance.level1 import LEVEL_1, KitConfig, Spec, Target, Verdict
+from amcp.conformance.level1 import LEVEL_1
 from amcp.conformance.report import (
     REPORT_SCHEMA,
     Check,
@@ -28,6 +28,7 @@ from amcp.conformance.report import (
     print_report,
 )
 from amcp.conformance.runner import not_implemented, run_level, run_test
+from amcp.conformance.steps import KitConfig, Spec, Target, Verdict
 
 __all__ = [
     "LEVEL_1",
