@@ -63,9 +63,29 @@ async def start_node(tmp: Path, name: str, config: SyncConfig = FAST,
 
 
 async def stop_node(node: Node) -> None:
-    await node.replicator.close()
+    if node.replicator is not None:
+        await node.replicator.close()
     await node.server.close()
     node.memory.close()
+
+
+async def cut(node: Node) -> int:
+    """A partition: the node stops serving and replicating (its store stays open, so the
+    test can still write to it). Returns its port, for ``heal``."""
+    port = node.port
+    await node.replicator.close()
+    await node.server.close()
+    return port
+
+
+async def heal(node: Node, port: int, config: SyncConfig = FAST) -> None:
+    """Serve the same store again on the same port, with the same peers."""
+    server = NodeServer(node.memory)
+    replicator = attach(server, replace(config, peers=node.replicator.config.peers))
+    await server.start("127.0.0.1", port)
+    replicator.replica.membership.me.endpoint = f"127.0.0.1:{port}"
+    await replicator.start()
+    node.server, node.replicator = server, replicator
 
 
 @asynccontextmanager

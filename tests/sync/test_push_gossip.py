@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from amcp.amf.types import Lifecycle
 from tests.sync.kit import cluster, eventually, run, with_distribution
+
+from amcp.amf.types import Lifecycle
 
 
 def test_a_fact_written_on_a_is_on_b_within_500_ms(tmp_path: Path) -> None:
