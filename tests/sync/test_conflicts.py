@@ -62,7 +62,7 @@ def _apply_in(order: list[dict[str, Any]], root: Path) -> Memory:
 def test_the_longer_causal_chain_wins_and_the_losers_are_kept(tmp_path: Path) -> None:
     entries, p, (x_b, x_c, x_d) = _history(tmp_path)
     mem = _apply_in(entries, tmp_path)
-    state = dict((k, (lc, by)) for k, lc, by in _state(mem, [p, x_b, x_c, x_d]))
+    state = {k: (lc, by) for k, lc, by in _state(mem, [p, x_b, x_c, x_d])}
     # c's record carries evidence: the longer chain
     assert state[p] == ("superseded", x_c)
     assert state[x_c] == ("active", None)

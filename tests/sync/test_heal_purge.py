@@ -5,9 +5,10 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
+from tests.sync.kit import FAST, cluster, cut, eventually, heal, run, start_node, stop_node
+
 from amcp.amf.types import Lifecycle
 from amcp.sync.digest import scope_digests
-from tests.sync.kit import FAST, cluster, cut, eventually, heal, run, start_node, stop_node
 
 
 async def _same_digests(nodes: list) -> bool:  # type: ignore[type-arg]

@@ -221,7 +221,7 @@ def _apply_state(
     op, kid = entry["op"], entry["knowledge_id"]
     found = memory.store.get(kid)
     if op == "purge":
-        return _apply_purge(memory, kid, found)
+        return _apply_purge(memory, kid, found, writable)
     if found is not None and found.record is None:
         raise AmcpError(f"{kid} was purged here and never comes back")
     if found is None:
@@ -237,12 +237,22 @@ def _apply_state(
     return _apply_supersede(memory, kid, found, entry.get("superseded_by"), result)
 
 
-def _apply_purge(memory: MemoryWriter, kid: str, found: StoredRecord | None) -> bool:
-    # Purge is applied whatever the scope: erasure must reach every copy.
+def _apply_purge(
+    memory: MemoryWriter, kid: str, found: StoredRecord | None, writable: ScopeCheck | None
+) -> bool:
+    """A peer may purge what it may write. An id unknown here has no scope to check: only a
+    peer that may write every scope plants its tombstone (so a peer limited to some scopes
+    cannot erase ids in advance); the purge still reaches us through any such peer."""
     if found is None:
+        if writable is not None and not writable(("*",)):
+            raise AmcpError(f"{kid}: not stored here, and a tombstone needs write access "
+                            "to every scope")
         return memory.store.put_tombstone(kid, hlc=memory.clock.send(), reason="sync")
     if found.state.lifecycle is Lifecycle.PURGED:
         return False
+    assert found.record is not None
+    if writable is not None and not writable(found.record.meta.project_scope):
+        raise AmcpError(f"{kid}: write access to its scopes is not allowed")
     memory.purge(kid, "sync")
     return True
 

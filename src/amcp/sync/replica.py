@@ -98,7 +98,7 @@ class Replica:
 
     def refused(self, peer_key: str | None, who: str, why: str, **counts: int) -> None:
         """A peer's message refused: counted and logged with the peer's identity."""
-        self.board.count(peer_key, refused=1, **counts)
+        self.board.count(peer_key, **{"refused": 1, **counts})
         log.warning("sync: refused from %s: %s", who, why)
 
     def bad_peer(self, peer_key: str, who: str, why: str) -> None:
