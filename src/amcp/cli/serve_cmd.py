@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import contextlib
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from amcp.cli.common import friendly, open_memory, out, store_path, warm_up
 from amcp.cli.options import StoreOpt
+
+if TYPE_CHECKING:
+    from amcp.sync.peers import SyncConfig
 
 trust_app = typer.Typer(help="Trust anchors and node certificates (X.509, Ed25519).",
                         no_args_is_help=True)
@@ -27,6 +30,12 @@ UnixOpt = Annotated[Path | None, typer.Option("--unix", help="Also listen on thi
 PolicyOpt = Annotated[Path | None, typer.Option(help="Access policy (TOML/JSON); default: open.")]
 AnchorOpt = Annotated[Path | None, typer.Option(help="Trust anchors (PEM) for verified peers.")]
 CertOpt = Annotated[Path | None, typer.Option(help="This node's certificate chain (PEM).")]
+PeerOpt = Annotated[list[str] | None, typer.Option(
+    "--peer", help="Replicate with the node at HOST:PORT (repeatable; docs/replication.md).")]
+ConfigOpt = Annotated[Path | None, typer.Option(
+    "--config", help="Node config (TOML): [sync] settings and [peers.NAME] tables.")]
+AdvertiseOpt = Annotated[str | None, typer.Option(
+    help="HOST:PORT peers should dial to reach this node (default: --host:--port).")]
 
 
 @friendly
@@ -47,6 +56,9 @@ def serve(
     http_port: Annotated[
         int, typer.Option(help="HTTP API + MCP (streamable HTTP at /mcp) port; 0 = off.")
     ] = 8765,
+    peer: PeerOpt = None,
+    config: ConfigOpt = None,
+    advertise: AdvertiseOpt = None,
 ) -> None:
     """Run the AMCP node (binary protocol) and the HTTP/MCP API until interrupted."""
     import asyncio  # here, not at import: `amcp --help` loads every command module
@@ -58,6 +70,9 @@ def serve(
     from amcp.session.trust import load_anchors
 
     access = AccessPolicy.load(policy) if policy is not None else None
+    sync = sync_config(config, peer or [])
+    if sync is not None and access is not None and sync.policy_grants():
+        access = AccessPolicy(access.grants + sync.policy_grants(), access.default)
     anchors = load_anchors(anchor) if anchor is not None else ()
     chain = cert.read_text(encoding="ascii") if cert is not None else None
     db = store_path(store)
@@ -69,8 +84,20 @@ def serve(
             trust_level=TrustLevel.VERIFIED if chain else TrustLevel.LOCAL,
         )
 
+        replicator = None
+        if sync is not None:
+            from amcp.node.replicator import attach
+
+            replicator = attach(server, sync, advertise)
+
         async def main() -> None:
             await server.start(host or None, port, unix=unix)
+            if replicator is not None:
+                me = replicator.replica.membership.me
+                me.endpoint = advertise or _endpoint(host, server.port if host else 0)
+                await replicator.start()
+                names = ", ".join(p.label for p in sync.peers) if sync else ""
+                out.print(f"replicating with {names or 'members that dial in'}")
             where = [f"{host}:{server.port}"] if host else []
             if unix is not None:
                 where.append(f"unix:{unix}")
@@ -119,6 +146,8 @@ def serve(
                     from amcp.agent.hooks.runtime import remove_runtime
 
                     remove_runtime(db, token)
+                if replicator is not None:
+                    await replicator.close()
                 await server.close()
                 for task in (stopped, *tasks):
                     task.cancel()
@@ -128,6 +157,23 @@ def serve(
 
         with contextlib.suppress(KeyboardInterrupt, asyncio.CancelledError):
             run(main())
+
+
+def sync_config(config: Path | None, peers: list[str]) -> SyncConfig | None:
+    """The replication settings from ``--config`` and ``--peer``; None: no replication."""
+    from amcp.sync.peers import SyncConfig, load_config, peers_from_cli
+
+    if config is None and not peers:
+        return None
+    base = load_config(config) if config is not None else SyncConfig()
+    return base.with_peers(peers_from_cli(peers))
+
+
+def _endpoint(host: str, port: int) -> str | None:
+    """Where peers reach us, when --host names one address (not 0.0.0.0 / ::)."""
+    if not host or host in ("0.0.0.0", "::") or not port:  # noqa: S104 - a comparison
+        return None
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
 @trust_app.command("anchor")

@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
 from cryptography import x509
 
@@ -47,9 +47,11 @@ from amcp.session import (
     TrustConfig,
     TrustLevel,
 )
+from amcp.sync.replica import Replica
 from amcp.wire import Frame, MsgType
 
 log = logging.getLogger("amcp.node")
+T = TypeVar("T")
 M = MsgType
 # Enum members as globals on the per-request path: EnumType.__getattr__ makes `M.X` a slow
 # lookup in Python 3.11 (see amcp.session.session).
@@ -83,6 +85,10 @@ class NodeServer:
         inline_reads: bool = True,
     ) -> None:
         self.memory = memory
+        # Replication state shared with the replicator (amcp.node.replicator.attach) and a
+        # hook it sets to hear of every acknowledged write at once (the push trigger).
+        self.replica: Replica | None = None
+        self.after_write: Callable[[], None] | None = None
         self.limits = limits or Limits()
         self.identity = identity or NodeIdentity(memory.keyring.signing_key)
         self.local: LocalNode = local_node(
@@ -165,6 +171,14 @@ class NodeServer:
                 if sock.family in (socket.AF_INET, socket.AF_INET6):
                     return int(sock.getsockname()[1])
         raise RuntimeError("not listening on TCP")
+
+    async def run_read(self, fn: Callable[[], T]) -> T:
+        """``fn`` on the read pool (the replicator's Memory reads)."""
+        return await asyncio.get_running_loop().run_in_executor(self._read_pool, fn)
+
+    async def run_write(self, fn: Callable[[], T]) -> T:
+        """``fn`` on the write thread, serialised with every other write of this node."""
+        return await asyncio.get_running_loop().run_in_executor(self._write_pool, fn)
 
     async def serve_forever(self) -> None:
         await asyncio.gather(*(s.serve_forever() for s in self._servers))
@@ -408,6 +422,9 @@ class _Connection(asyncio.BufferedProtocol):
 
     def served(self, frame: Frame, result: Reply | BaseException) -> None:
         self.answer(frame, result)
+        hook = self.server.after_write
+        if hook is not None and frame.msg_type in WRITES and isinstance(result, Reply):
+            hook()
         if not self.flush():
             self.arm()
 
@@ -429,13 +446,18 @@ class _Connection(asyncio.BufferedProtocol):
             self.answer(frame, stats)
         else:
             state = self.channel.session.state
-            self.channel.reply(frame, M.HEALTH_RESPONSE, {
+            hlc = self.server.memory.clock.send()
+            payload = {
                 "state": (SessionState.ACTIVE if state is SessionState.SUSPENDED
                           else state).value,
-                "hlc": self.server.memory.clock.send(),
+                "hlc": hlc,
                 "store": {"records": stats.records, "bytes": stats.bytes},
                 "uptime_s": round(self.server.uptime(), 3),
-            })
+            }
+            replica = self.server.replica
+            if replica is not None:
+                payload.update(health_sync(replica, frame.payload, self.channel.session, hlc))
+            self.channel.reply(frame, M.HEALTH_RESPONSE, payload)
         if not self.flush():
             self.arm()
 
@@ -513,6 +535,19 @@ class _Connection(asyncio.BufferedProtocol):
         if self.timer is not None:
             self.timer.cancel()
             self.timer = self.timer_at = None
+
+
+def health_sync(replica: Replica, asked: Any, session: Session, hlc: int) -> dict[str, Any]:
+    """PROFILE §10: merge the caller's member list, answer with ours; a local caller (the
+    operator's ``amcp peers``) also gets the sync status board."""
+    members = asked.get("members") if isinstance(asked, dict) else None
+    if isinstance(members, list):
+        replica.membership.merge(members, time.monotonic())
+    out: dict[str, Any] = {"members": replica.membership.entries(hlc)}
+    negotiated = session.negotiated
+    if negotiated is not None and negotiated.granted_trust is TrustLevel.LOCAL:
+        out["sync"] = replica.board.to_dict()
+    return out
 
 
 def _small_id_read(payload: Any) -> bool:
