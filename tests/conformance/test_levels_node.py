@@ -55,7 +55,7 @@ def test_level_3_on_unpeered_nodes_passes_local_tests_and_fails_replication(
     for needs_sync in ("T3-01", "T3-02", "T3-06"):
         assert not by_id[needs_sync].passed
     assert "50%" in by_id["T3-01"].detail  # each record only on the node it was written to
-    assert "do not replicate" in by_id["T3-02"].detail
+    assert "never reached" in by_id["T3-02"].detail
     fed = {c.name: c.passed for c in by_id["T3-06"].checks}
     assert all(ok for name, ok in fed.items() if "refuses federated" in name)
     assert f"{h2}:{p2}:" in report.cleanup  # what was written on node b is cleaned there

@@ -122,6 +122,22 @@ def _superseded_by(poller: Poller, i: int, kid: str) -> str | None:
     return value if isinstance(value, str) else None
 
 
+def _settle(poller: Poller, count: int, root: str, winner: str, loser: str, within: float,
+            interval: float) -> tuple[list[str | None], list[str | None], list[str | None]]:
+    """Poll until every node shows the resolved conflict (eventual consistency: the
+    loser may be marked a little after both forks are in); the last observation."""
+    deadline = time.monotonic() + within
+    while True:
+        heads = [_superseded_by(poller, i, root) for i in range(count)]
+        won = [_lifecycle(poller, i, winner) for i in range(count)]
+        lost = [_lifecycle(poller, i, loser) for i in range(count)]
+        done = (all(h == winner for h in heads) and all(s == "active" for s in won)
+                and all(s == "superseded" for s in lost))
+        if done or time.monotonic() >= deadline:
+            return heads, won, lost
+        time.sleep(interval)
+
+
 def _fork(target: Target, cluster: list[Target], longer: bool) -> tuple[str, str, str, str]:
     """Root R (and evidence E1, E2) everywhere; then X on node 0 and Y on node 1 both
     supersede R. With ``longer``, Y also cites E1 and E2: the longer causal chain.
@@ -135,8 +151,9 @@ def _fork(target: Target, cluster: list[Target], longer: bool) -> tuple[str, str
         took, _ = wait_present(poller, {1: set(base)}, within=target.config.converge_within,
                                interval=target.config.poll_interval)
     if took is None:
-        raise NodeFaultError(f"the root never reached {b.address}: the nodes do not "
-                             "replicate, so no conflict can form")
+        raise NodeFaultError(f"the root never reached {b.address} within "
+                             f"{target.config.converge_within:g} s: the nodes do not "
+                             "replicate (or not in time), so no conflict can form")
     x = _rec(a, "t3-02-x", supersedes=root["knowledge_id"])
     cites = (e1["knowledge_id"], e2["knowledge_id"]) if longer else None
     y = _rec(b, "t3-02-y", supersedes=root["knowledge_id"], caused_by=cites)
@@ -164,10 +181,9 @@ def t3_02_conflicts(target: Target) -> Verdict:
         with Poller.open(cluster) as poller:
             took, _ = wait_present(poller, everywhere, within=target.config.converge_within,
                                    interval=target.config.poll_interval)
-            time.sleep(target.config.poll_interval)
-            heads = [_superseded_by(poller, i, root) for i in range(len(cluster))]
-            lost = [_lifecycle(poller, i, loser) for i in range(len(cluster))]
-            won = [_lifecycle(poller, i, winner) for i in range(len(cluster))]
+            heads, won, lost = _settle(poller, len(cluster), root, winner, loser,
+                                       target.config.converge_within if took else 0.0,
+                                       target.config.poll_interval)
         checks += [
             check(f"{label}: both forks everywhere", took is not None, f"{took}"),
             check(f"{label}: every node picks {winner[:12]}…", all(h == winner for h in heads),
@@ -366,15 +382,17 @@ def t3_06_federated(target: Target) -> Verdict:
         ok, detail = _refuses_bare_federated(node)
         checks.append(check(f"{node.address} refuses federated without certificates", ok,
                             detail))
-    root = _rec(a, "t3-06", kind=KnowledgeType.FACT)
-    newer = _rec(a, "t3-06", kind=KnowledgeType.FACT, supersedes=root["knowledge_id"])
+    tok = _tok()
+    root = _rec(a, "t3-06", kind=KnowledgeType.FACT, subject=f"conformance/t3-06/{tok} v1")
+    newer = _rec(a, "t3-06", kind=KnowledgeType.FACT, subject=f"conformance/t3-06/{tok} v2",
+                 supersedes=root["knowledge_id"])
     ids = [root["knowledge_id"], newer["knowledge_id"]]
     h_root, h_new = _write_on(a, [root]) + _write_on(a, [newer])
     with Poller.open([a, b]) as poller:
         took, _ = wait_present(poller, {1: set(ids)}, within=target.config.converge_within,
                                interval=target.config.poll_interval)
         there = poller.read(1, ids)
-    query = f"RECALL * WHERE subject CONTAINS '{root['core']['subject']}' LIMIT rows(10)"
+    query = f"RECALL * WHERE subject CONTAINS '{tok}' LIMIT rows(10)"
     answers = []
     for node in (a, b):
         peer = node.active()
