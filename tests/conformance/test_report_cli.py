@@ -100,3 +100,15 @@ def test_docs_describe_every_procedure() -> None:
         for line in UPSTREAM_TESTS[level]:
             test_id = line.split(":")[0]
             assert re.search(rf"^#+ {test_id}\b", text, re.MULTILINE), test_id
+
+
+def test_cli_level_3_takes_every_node_of_the_cluster(tmp_path: Path) -> None:
+    out = tmp_path / "r.json"
+    with FakeNode.running() as a, FakeNode.running() as b:
+        res = runner.invoke(app, [f"{a.host}:{a.port}", f"{b.host}:{b.port}", "--level", "3",
+                                  "--timeout", "2", "--silence-window", "0.3",
+                                  "--converge-within", "0.5", "--json-out", str(out)])
+    assert res.exit_code == 1, res.output  # the fakes do not replicate
+    doc = json.loads(out.read_text("utf-8"))
+    assert doc["target"] == f"{a.host}:{a.port} {b.host}:{b.port}"
+    assert doc["summary"]["total"] == 22 and doc["complete"] is True
