@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import random
+import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -205,7 +206,8 @@ def verdict(h: History, snaps: list[dict[str, tuple[Any, ...]]], digests: list[s
         "digest_mismatches": len(set(digests)) - 1, "divergent_conflict_winners": len(winners),
         "divergent_records": len(divergent),
         "examples": {"lost": lost[:5], "resurrected": resurrected[:5],
-                     "divergent": divergent[:5]},
+                     # per node: (lifecycle, superseded_by, has content), None = missing
+                     "divergent": {k: [s.get(k) for s in snaps] for k in divergent[:5]}},
     }
 
 
@@ -217,6 +219,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             await asyncio.sleep(args.warmup)
             started = time.perf_counter()
             extra = await workload(cluster, clients, args, h)
+            print(f"workload done: {len(h.acked)} acknowledged; healing", file=sys.stderr)
             ran = time.perf_counter() - started
             cluster.heal()
             took, snaps, digests = await settle(clients, sorted(h.acked), args.give_up)
