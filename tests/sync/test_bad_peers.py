@@ -10,6 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.node.kit import FAST as FAST_RETRY
+from tests.sync.kit import FAST, eventually, run, start_node, stop_node
 
 from amcp.clock import Timestamp
 from amcp.errors import AmcpError, RemoteProtocolError, Status
@@ -18,8 +20,6 @@ from amcp.node.client import Client
 from amcp.session import NodeIdentity, NodeType
 from amcp.session.policy import AccessPolicy, Grant
 from amcp.wire import MsgType
-from tests.node.kit import FAST as FAST_RETRY
-from tests.sync.kit import FAST, eventually, run, start_node, stop_node
 
 
 async def _hostile(port: int, identity: NodeIdentity) -> Client:

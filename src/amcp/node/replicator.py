@@ -197,6 +197,13 @@ class Replicator:
     def status(self) -> dict[str, Any]:
         return self.replica.board.to_dict()
 
+    def totals(self) -> dict[str, int]:
+        """Counters and how many peers are connected: what ``/v1/health`` shows."""
+        out = self.replica.board.totals.to_dict()
+        out["peers"] = len(self.links)
+        out["peers_connected"] = sum(1 for link in self.links.values() if link.connected)
+        return out
+
 
 __all__ = ["Replicator", "attach"]
 

@@ -371,7 +371,10 @@ class NodeService:
         key = _peer_key(peer)
         if replica is not None:
             self._check_push(replica, key, who, origin_key, hops, len(changes))
-        elif hops > MAX_HOPS or (origin is not None and origin == self.node_uri):
+        elif hops > MAX_HOPS or (origin_key is None and origin is not None
+                                 and origin == self.node_uri):
+            # Without origin_key only the URI can say, and it names a build, not a node: a
+            # peer that sends the key is judged by it (by the replica, when there is one).
             raise AmcpError("sync loop: the changes came back to their origin",
                             status=Status.LOOP_DETECTED)
 
