@@ -29,7 +29,7 @@ from amcp.sync.gossip import Outgoing, outgoing
 from amcp.sync.peers import PeerSpec
 from amcp.sync.replica import Replica, Source
 from amcp.sync.status import PeerStatus
-from amcp.wire import MsgType
+from amcp.wire import Frame, MsgType
 
 if TYPE_CHECKING:
     from amcp.node.server import NodeServer
@@ -224,7 +224,11 @@ class PeerLink:
 
     async def pull_new(self, *, since: int | None = None,
                        scopes: Sequence[str] | None = None) -> int:
-        """The peer's changes after our pulled watermark (or ``since``), applied here."""
+        """The peer's changes after our pulled watermark (or ``since``), applied here.
+
+        The next batch is asked for before this one is applied, so the peer reads its log
+        while we verify and store (a bulk sync is bound by applying, bench/replication.py).
+        """
         client = await self.ensure()
         if client is None:
             return 0
@@ -232,34 +236,44 @@ class PeerLink:
         got = 0
         async with self.lock:
             mark = self.status.pulled_watermark if since is None else since
-            last_seq = 0
+            asked = self._ask(client, mark, scopes)
+            frame = None
             for _ in range(MAX_BATCHES):
-                payload: dict[str, Any] = {"since": mark, "limit": self.replica.config.batch}
-                if scopes is not None:
-                    payload["scopes"] = list(scopes)
                 try:
-                    frame = await client.request(M.SYNC_PULL_REQUEST, payload)
+                    frame = await asked
                 except (NodeUnavailable, RemoteProtocolError) as exc:
                     await self.drop(f"pull: {exc}")
                     return got
-                last_seq = frame.seq
                 changes = frame.payload.get("changes") or []
                 got += len(changes)
+                more = bool(frame.payload.get("more"))
+                nxt = int(frame.payload.get("watermark", mark))
+                if more:
+                    asked = self._ask(client, nxt, scopes)
                 if changes and not await self._apply(changes):
+                    if more:
+                        asked.cancel()
                     return got
-                mark = int(frame.payload.get("watermark", mark))
+                mark = nxt
                 if not repair and mark > self.status.pulled_watermark:
                     self.status.pulled_watermark = mark
                     await self._save(self._meta_pulled, mark)
                 self.status.remote_hlc = max(self.status.remote_hlc, frame.clock)
-                more = bool(frame.payload.get("more"))
                 if not repair:
                     self.status.behind = more
                 if not more:
                     break
-            self._end_stream(client, last_seq, mark)
+            if frame is not None:
+                self._end_stream(client, frame.seq, mark)
             self.status.last_sync_at = time.time()
         return got
+
+    def _ask(self, client: Client, since: int, scopes: Sequence[str] | None
+             ) -> asyncio.Task[Frame]:
+        payload: dict[str, Any] = {"since": since, "limit": self.replica.config.batch}
+        if scopes is not None:
+            payload["scopes"] = list(scopes)
+        return asyncio.ensure_future(client.request(M.SYNC_PULL_REQUEST, payload))
 
     def _end_stream(self, client: Client, ref_seq: int, mark: int) -> None:
         link = client._link
