@@ -354,7 +354,17 @@ class NodeService:
             readable=lambda s: self.readable(peer, s), scopes=scopes,
             max_bytes=self.max_payload,
         )
-        return Reply(M.SYNC_PULL_RESPONSE, batch.to_payload())
+        payload = batch.to_payload()
+        key = _peer_key(peer)
+        if self.replica is not None and key is not None and not p.get("scopes"):
+            # No echo: what this peer pushed to us is not sent back to it (a repair, which
+            # names scopes, gets everything). The watermark still moves past those entries.
+            source = self.replica.source_of
+            payload["changes"] = [
+                c for c in payload["changes"]
+                if (src := source(c["op"], c["knowledge_id"])) is None or src.peer != key
+            ]
+        return Reply(M.SYNC_PULL_RESPONSE, payload)
 
     def sync_push(self, p: Mapping[str, Any], peer: Peer) -> Reply:
         changes, hops, origin = p.get("changes"), p.get("hops", 0), p.get("origin")
