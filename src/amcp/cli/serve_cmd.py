@@ -18,6 +18,7 @@ from amcp.cli.common import friendly, open_memory, out, store_path, warm_up
 from amcp.cli.options import StoreOpt
 
 if TYPE_CHECKING:
+    from amcp.node.replicator import Replicator
     from amcp.sync.peers import SyncConfig
 
 trust_app = typer.Typer(help="Trust anchors and node certificates (X.509, Ed25519).",
@@ -90,11 +91,7 @@ def serve(
 
         async def main() -> None:
             await server.start(host or None, port, unix=unix)
-            me = replicator.replica.membership.me
-            me.endpoint = advertise or _endpoint(host, server.port if host else 0)
-            await replicator.start()
-            if sync.peers:
-                out.print(f"replicating with {', '.join(p.label for p in sync.peers)}")
+            await _replicate(replicator, advertise or _endpoint(host, server.port if host else 0))
             where = [f"{host}:{server.port}"] if host else []
             if unix is not None:
                 where.append(f"unix:{unix}")
@@ -164,6 +161,15 @@ def sync_config(config: Path | None, peers: list[str]) -> SyncConfig:
 
     base = load_config(config) if config is not None else SyncConfig()
     return base.with_peers(peers_from_cli(peers))
+
+
+async def _replicate(replicator: Replicator, endpoint: str | None) -> None:
+    """Start replicating once the node listens: peers learn ``endpoint`` from our members."""
+    replicator.replica.membership.me.endpoint = endpoint
+    await replicator.start()
+    peers = replicator.config.peers
+    if peers:
+        out.print(f"replicating with {', '.join(p.label for p in peers)}")
 
 
 def _endpoint(host: str, port: int) -> str | None:
