@@ -23,6 +23,7 @@ from amcp.node.client import Client, RetryPolicy
 from amcp.node.link import NodeUnavailable
 from amcp.session import NodeType, TrustConfig
 from amcp.session.identity import b64url_encode
+from amcp.store.base import Change
 from amcp.sync import apply_changes, pull_changes
 from amcp.sync.digest import differing, scope_digests
 from amcp.sync.gossip import Outgoing, outgoing
@@ -164,6 +165,7 @@ class PeerLink:
                 batch = await self._read(
                     pull_changes, self.server.memory, since, limit=self.replica.config.batch,
                     readable=self.spec.sends, max_bytes=self.server.local.max_payload,
+                    skip=self._came_from_it,
                 )
                 if batch.changes:
                     groups = outgoing(batch.changes, self.key, self.replica)
@@ -177,6 +179,10 @@ class PeerLink:
                 self.status.pushed_watermark = since
                 await self._save(self._meta_pushed, since)
         return sent
+
+    def _came_from_it(self, change: Change) -> bool:
+        src = self.replica.source_of(change.op.value, change.knowledge_id)
+        return src is not None and self.key is not None and self.key in (src.peer, src.origin)
 
     async def push_these(self, entries: Sequence[dict[str, Any]],
                          scopes_of: Callable[[Any], Sequence[str] | None]) -> int:
