@@ -45,8 +45,10 @@ def test_anti_entropy_finds_and_repairs_drift(tmp_path: Path) -> None:
         b = await start_node(tmp_path, "b", quiet)
         a = await start_node(tmp_path, "a", quiet, (b,))
         try:
-            made = [a.memory.remember(f"note {i}", scope="team:a") for i in range(20)]
-            theirs = b.memory.remember("only on b", scope="team:b")
+            # not critical, so no push trigger: only the digest round can move them
+            made = [a.memory.remember(f"note {i}", type="KT-DECISION", scope="team:a")
+                    for i in range(20)]
+            theirs = b.memory.remember("only on b", type="KT-DECISION", scope="team:b")
             link = next(iter(a.replicator.links.values()))
             # Watermarks that claim everything was exchanged: what lost pushes leave behind.
             link.status.pulled_watermark = link.status.pushed_watermark = 2**62

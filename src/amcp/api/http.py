@@ -87,6 +87,8 @@ def create_app(
         docs_url=None, redoc_url=None,  # they load Swagger from a CDN: amcp.ui.docs instead
     )
     _wire(app, memory, access, lock, limits=(max_body, max_import), hosts=allowed_hosts, ui=ui)
+    # ``amcp serve`` with replication sets this to the replicator's status (its counters).
+    app.state.sync_status = None
 
     def locked(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         with lock:
@@ -385,9 +387,10 @@ def create_app(
     def health() -> s.HealthOut:
         """Liveness and the store's size; needs no token."""
         stats = locked(memory.stats)
+        sync = app.state.sync_status
         return s.HealthOut(
             status="ok", records=stats.records, embedding_model=stats.embedding_model,
-            auth=access is not None,
+            auth=access is not None, sync=sync() if sync is not None else None,
         )
 
     if hook_token is not None:

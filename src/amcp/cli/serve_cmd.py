@@ -18,6 +18,7 @@ from amcp.cli.common import friendly, open_memory, out, store_path, warm_up
 from amcp.cli.options import StoreOpt
 
 if TYPE_CHECKING:
+    from amcp.node.replicator import Replicator
     from amcp.sync.peers import SyncConfig
 
 trust_app = typer.Typer(help="Trust anchors and node certificates (X.509, Ed25519).",
@@ -71,7 +72,7 @@ def serve(
 
     access = AccessPolicy.load(policy) if policy is not None else None
     sync = sync_config(config, peer or [])
-    if sync is not None and access is not None and sync.policy_grants():
+    if access is not None and sync.policy_grants():
         access = AccessPolicy(access.grants + sync.policy_grants(), access.default)
     anchors = load_anchors(anchor) if anchor is not None else ()
     chain = cert.read_text(encoding="ascii") if cert is not None else None
@@ -84,20 +85,13 @@ def serve(
             trust_level=TrustLevel.VERIFIED if chain else TrustLevel.LOCAL,
         )
 
-        replicator = None
-        if sync is not None:
-            from amcp.node.replicator import attach
+        from amcp.node.replicator import attach
 
-            replicator = attach(server, sync, advertise)
+        replicator = attach(server, sync, advertise)
 
         async def main() -> None:
             await server.start(host or None, port, unix=unix)
-            if replicator is not None:
-                me = replicator.replica.membership.me
-                me.endpoint = advertise or _endpoint(host, server.port if host else 0)
-                await replicator.start()
-                names = ", ".join(p.label for p in sync.peers) if sync else ""
-                out.print(f"replicating with {names or 'members that dial in'}")
+            await _replicate(replicator, advertise or _endpoint(host, server.port if host else 0))
             where = [f"{host}:{server.port}"] if host else []
             if unix is not None:
                 where.append(f"unix:{unix}")
@@ -131,7 +125,8 @@ def serve(
 
                 tasks.append(asyncio.create_task(
                     serve_http(mem, host, http_port, policy=access, hook_token=token,
-                               on_ready=ready, stop=stop)))
+                               on_ready=ready, stop=stop,
+                               sync_status=replicator.totals)))
             else:
                 freeze_startup_heap()
             stopped = asyncio.create_task(stop.wait())
@@ -146,8 +141,7 @@ def serve(
                     from amcp.agent.hooks.runtime import remove_runtime
 
                     remove_runtime(db, token)
-                if replicator is not None:
-                    await replicator.close()
+                await replicator.close()
                 await server.close()
                 for task in (stopped, *tasks):
                     task.cancel()
@@ -159,14 +153,23 @@ def serve(
             run(main())
 
 
-def sync_config(config: Path | None, peers: list[str]) -> SyncConfig | None:
-    """The replication settings from ``--config`` and ``--peer``; None: no replication."""
+def sync_config(config: Path | None, peers: list[str]) -> SyncConfig:
+    """The replication settings from ``--config`` and ``--peer``. Every node replicates:
+    with no peers of its own it still answers those that dial it (members, counters, the
+    loop rule by key)."""
     from amcp.sync.peers import SyncConfig, load_config, peers_from_cli
 
-    if config is None and not peers:
-        return None
     base = load_config(config) if config is not None else SyncConfig()
     return base.with_peers(peers_from_cli(peers))
+
+
+async def _replicate(replicator: Replicator, endpoint: str | None) -> None:
+    """Start replicating once the node listens: peers learn ``endpoint`` from our members."""
+    replicator.replica.membership.me.endpoint = endpoint
+    await replicator.start()
+    peers = replicator.config.peers
+    if peers:
+        out.print(f"replicating with {', '.join(p.label for p in peers)}")
 
 
 def _endpoint(host: str, port: int) -> str | None:

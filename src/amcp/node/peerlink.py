@@ -23,13 +23,14 @@ from amcp.node.client import Client, RetryPolicy
 from amcp.node.link import NodeUnavailable
 from amcp.session import NodeType, TrustConfig
 from amcp.session.identity import b64url_encode
+from amcp.store.base import Change
 from amcp.sync import apply_changes, pull_changes
 from amcp.sync.digest import differing, scope_digests
 from amcp.sync.gossip import Outgoing, outgoing
 from amcp.sync.peers import PeerSpec
 from amcp.sync.replica import Replica, Source
 from amcp.sync.status import PeerStatus
-from amcp.wire import MsgType
+from amcp.wire import Frame, MsgType
 
 if TYPE_CHECKING:
     from amcp.node.server import NodeServer
@@ -164,6 +165,7 @@ class PeerLink:
                 batch = await self._read(
                     pull_changes, self.server.memory, since, limit=self.replica.config.batch,
                     readable=self.spec.sends, max_bytes=self.server.local.max_payload,
+                    skip=self._came_from_it,
                 )
                 if batch.changes:
                     groups = outgoing(batch.changes, self.key, self.replica)
@@ -177,6 +179,10 @@ class PeerLink:
                 self.status.pushed_watermark = since
                 await self._save(self._meta_pushed, since)
         return sent
+
+    def _came_from_it(self, change: Change) -> bool:
+        src = self.replica.source_of(change.op.value, change.knowledge_id)
+        return src is not None and self.key is not None and self.key in (src.peer, src.origin)
 
     async def push_these(self, entries: Sequence[dict[str, Any]],
                          scopes_of: Callable[[Any], Sequence[str] | None]) -> int:
@@ -224,7 +230,11 @@ class PeerLink:
 
     async def pull_new(self, *, since: int | None = None,
                        scopes: Sequence[str] | None = None) -> int:
-        """The peer's changes after our pulled watermark (or ``since``), applied here."""
+        """The peer's changes after our pulled watermark (or ``since``), applied here.
+
+        The next batch is asked for before this one is applied, so the peer reads its log
+        while we verify and store (a bulk sync is bound by applying, bench/replication.py).
+        """
         client = await self.ensure()
         if client is None:
             return 0
@@ -232,34 +242,44 @@ class PeerLink:
         got = 0
         async with self.lock:
             mark = self.status.pulled_watermark if since is None else since
-            last_seq = 0
+            asked = self._ask(client, mark, scopes)
+            frame = None
             for _ in range(MAX_BATCHES):
-                payload: dict[str, Any] = {"since": mark, "limit": self.replica.config.batch}
-                if scopes is not None:
-                    payload["scopes"] = list(scopes)
                 try:
-                    frame = await client.request(M.SYNC_PULL_REQUEST, payload)
+                    frame = await asked
                 except (NodeUnavailable, RemoteProtocolError) as exc:
                     await self.drop(f"pull: {exc}")
                     return got
-                last_seq = frame.seq
                 changes = frame.payload.get("changes") or []
                 got += len(changes)
+                more = bool(frame.payload.get("more"))
+                nxt = int(frame.payload.get("watermark", mark))
+                if more:
+                    asked = self._ask(client, nxt, scopes)
                 if changes and not await self._apply(changes):
+                    if more:
+                        asked.cancel()
                     return got
-                mark = int(frame.payload.get("watermark", mark))
+                mark = nxt
                 if not repair and mark > self.status.pulled_watermark:
                     self.status.pulled_watermark = mark
                     await self._save(self._meta_pulled, mark)
                 self.status.remote_hlc = max(self.status.remote_hlc, frame.clock)
-                more = bool(frame.payload.get("more"))
                 if not repair:
                     self.status.behind = more
                 if not more:
                     break
-            self._end_stream(client, last_seq, mark)
+            if frame is not None:
+                self._end_stream(client, frame.seq, mark)
             self.status.last_sync_at = time.time()
         return got
+
+    def _ask(self, client: Client, since: int, scopes: Sequence[str] | None
+             ) -> asyncio.Task[Frame]:
+        payload: dict[str, Any] = {"since": since, "limit": self.replica.config.batch}
+        if scopes is not None:
+            payload["scopes"] = list(scopes)
+        return asyncio.ensure_future(client.request(M.SYNC_PULL_REQUEST, payload))
 
     def _end_stream(self, client: Client, ref_seq: int, mark: int) -> None:
         link = client._link

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 from amcp.node.config import is_local_address
 from amcp.node.peerlink import PeerLink
 from amcp.session import TrustConfig
+from amcp.store.base import Change
 from amcp.sync import pull_changes
 from amcp.sync.gossip import entry_scopes, immediate_entries
 from amcp.sync.members import MemberState
@@ -111,9 +112,18 @@ class Replicator:
         if memory.clock.last <= self.immediate_watermark:
             return  # nothing was logged since (every change ticks the clock)
         tier1 = [link for link in self.links.values() if link.spec.tier == 1]
+        keys = [link.key for link in tier1]
+
+        def nowhere_to_go(change: Change) -> bool:
+            # Applied from a peer, and every tier-1 peer is where it came from: no need to
+            # read the record (most of a bulk sync's log is such changes).
+            src = self.replica.source_of(change.op.value, change.knowledge_id)
+            return src is not None and all(k in (src.peer, src.origin) for k in keys)
+
         while True:
             batch = await self.server.run_read(functools.partial(
-                pull_changes, memory, self.immediate_watermark, limit=self.config.batch))
+                pull_changes, memory, self.immediate_watermark, limit=self.config.batch,
+                skip=nowhere_to_go))
             self.immediate_watermark = batch.watermark
             if tier1 and batch.changes:
                 now = await self.server.run_read(
@@ -196,6 +206,13 @@ class Replicator:
 
     def status(self) -> dict[str, Any]:
         return self.replica.board.to_dict()
+
+    def totals(self) -> dict[str, int]:
+        """Counters and how many peers are connected: what ``/v1/health`` shows."""
+        out = self.replica.board.totals.to_dict()
+        out["peers"] = len(self.links)
+        out["peers_connected"] = sum(1 for link in self.links.values() if link.connected)
+        return out
 
 
 __all__ = ["Replicator", "attach"]

@@ -354,7 +354,17 @@ class NodeService:
             readable=lambda s: self.readable(peer, s), scopes=scopes,
             max_bytes=self.max_payload,
         )
-        return Reply(M.SYNC_PULL_RESPONSE, batch.to_payload())
+        payload = batch.to_payload()
+        key = _peer_key(peer)
+        if self.replica is not None and key is not None and not p.get("scopes"):
+            # No echo: what this peer pushed to us is not sent back to it (a repair, which
+            # names scopes, gets everything). The watermark still moves past those entries.
+            source = self.replica.source_of
+            payload["changes"] = [
+                c for c in payload["changes"]
+                if (src := source(c["op"], c["knowledge_id"])) is None or src.peer != key
+            ]
+        return Reply(M.SYNC_PULL_RESPONSE, payload)
 
     def sync_push(self, p: Mapping[str, Any], peer: Peer) -> Reply:
         changes, hops, origin = p.get("changes"), p.get("hops", 0), p.get("origin")
@@ -371,7 +381,10 @@ class NodeService:
         key = _peer_key(peer)
         if replica is not None:
             self._check_push(replica, key, who, origin_key, hops, len(changes))
-        elif hops > MAX_HOPS or (origin is not None and origin == self.node_uri):
+        elif hops > MAX_HOPS or (origin_key is None and origin is not None
+                                 and origin == self.node_uri):
+            # Without origin_key only the URI can say, and it names a build, not a node: a
+            # peer that sends the key is judged by it (by the replica, when there is one).
             raise AmcpError("sync loop: the changes came back to their origin",
                             status=Status.LOOP_DETECTED)
 

@@ -60,12 +60,15 @@ def pull_changes(
     readable: ScopeCheck | None = None,
     scopes: Sequence[str] | None = None,
     max_bytes: int | None = None,
+    skip: Callable[[Change], bool] | None = None,
 ) -> PullBatch:
     """Changes after ``since`` (an HLC), oldest first, as SYNC_PULL_RESPONSE entries.
 
     ``readable`` says whether the peer may read a record with the given scopes; ``scopes``
     narrows further to records in any of those (exact names). ``max_bytes`` bounds the
     MessagePack size of the batch so the reply fits one frame; ``more`` is then true.
+    ``skip`` leaves a change out before its record is read (the replicator's "this came
+    from there": most of a bulk sync's own log is changes it must not send back).
     """
     if isinstance(since, bool) or not isinstance(since, int) or not 0 <= since < 2**64:
         raise ValidationError("since", "must be an HLC (u64)")
@@ -80,7 +83,8 @@ def pull_changes(
     watermark = since
     wanted = set(scopes) if scopes else None
     for change in rows:
-        entry = _entry(memory, change, readable, wanted)
+        entry = None if skip is not None and skip(change) else _entry(
+            memory, change, readable, wanted)
         if entry is not None:
             cost = len(canonical_packb(entry))
             if budget is not None and out and size + cost > budget:
