@@ -21,7 +21,7 @@ SRC = Path(__file__).resolve().parents[1] / "src"
 
 # Bottom to top. A name is a top-level package or module of amcp (memory.py → "memory").
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("errors", "clock", "heap", "paths", "subkeys"),
+    ("errors", "clock", "heap", "paths", "subkeys", "testing"),
     ("amf", "wire", "keyring"),
     ("session",),
     ("store",),

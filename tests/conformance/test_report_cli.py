@@ -6,7 +6,6 @@ import json
 import re
 from pathlib import Path
 
-import pytest
 import typer
 from tests.conformance.kit import FAST, FakeNode
 from typer.testing import CliRunner
@@ -52,16 +51,25 @@ def test_cli_level_1_passes_and_writes_json(tmp_path: Path) -> None:
     assert json.loads(out.read_text("utf-8"))["passed"] is True
 
 
-@pytest.mark.parametrize("level", [2, 3])
-def test_cli_higher_levels_say_what_is_missing_and_exit_2(level: int) -> None:
+def test_every_upstream_test_has_a_procedure() -> None:
+    assert not_implemented(3) == ()
+
+
+def test_cli_level_2_against_a_node_without_level_2_features_fails_them() -> None:
+    with FakeNode.running() as node:  # the fake answers Level-1 messages only
+        res = runner.invoke(app, [f"{node.host}:{node.port}", "--level", "2",
+                                  "--timeout", "2", "--silence-window", "0.3"])
+    assert res.exit_code == 1, res.output
+    assert "9/16 tests passed" in res.output  # Level 1, and T2-04: the fake is idempotent
+    assert "NOT IMPLEMENTED" not in res.output
+
+
+def test_level_3_with_one_address_says_what_it_needs() -> None:
     with FakeNode.running() as node:
-        res = runner.invoke(app, [f"{node.host}:{node.port}", "--level", str(level),
-                                  "--timeout", "3", "--silence-window", "0.3"])
-    assert res.exit_code == 2, res.output
-    for test in not_implemented(level):
-        assert f"NOT IMPLEMENTED {test.id}" in res.output
-    assert "T2-01" in res.output and ("T3-06" in res.output) == (level == 3)
-    assert "No Level-" in res.output
+        report = run_level(node.host, node.port, level=3, config=FAST,
+                           only=["T3-01", "T3-02", "T3-06"])
+    assert [r.passed for r in report.results] == [False] * 3
+    assert all("needs 2 node addresses, got 1" in r.detail for r in report.results)
 
 
 def test_cli_bad_target_exits_1() -> None:
@@ -84,7 +92,21 @@ def test_upstream_list_is_a_verbatim_copy() -> None:
         assert tuple(conf[key]["tests"]) == UPSTREAM_TESTS[level]
 
 
-def test_docs_have_a_plan_for_every_unimplemented_test() -> None:
+def test_docs_describe_every_procedure() -> None:
     text = DOCS.read_text("utf-8")
-    for test in not_implemented(3):
-        assert re.search(rf"^#+ .*{test.id}\b", text, re.MULTILINE), test.id
+    for level in (1, 2, 3):
+        for line in UPSTREAM_TESTS[level]:
+            test_id = line.split(":")[0]
+            assert re.search(rf"^#+ {test_id}\b", text, re.MULTILINE), test_id
+
+
+def test_cli_level_3_takes_every_node_of_the_cluster(tmp_path: Path) -> None:
+    out = tmp_path / "r.json"
+    with FakeNode.running() as a, FakeNode.running() as b:
+        res = runner.invoke(app, [f"{a.host}:{a.port}", f"{b.host}:{b.port}", "--level", "3",
+                                  "--timeout", "2", "--silence-window", "0.3",
+                                  "--converge-within", "0.5", "--json-out", str(out)])
+    assert res.exit_code == 1, res.output  # the fakes do not replicate
+    doc = json.loads(out.read_text("utf-8"))
+    assert doc["target"] == f"{a.host}:{a.port} {b.host}:{b.port}"
+    assert doc["summary"]["total"] == 22 and doc["complete"] is True

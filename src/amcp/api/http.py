@@ -71,6 +71,7 @@ def create_app(
         docs_url=None, redoc_url=None,  # they load Swagger from a CDN: amcp.ui.docs instead
     )
     app.state.api = api  # what the routers' handlers work through (amcp.api.context)
+    app.state.sync_status = None  # ``amcp serve`` with replication: its counters
     _wire(app, api, limits=(max_body, max_import), hosts=allowed_hosts, ui=ui)
     for router in ROUTERS:
         app.include_router(router)

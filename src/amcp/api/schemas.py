@@ -261,6 +261,9 @@ class HealthOut(BaseModel):
     records: int
     embedding_model: str | None
     auth: bool
+    # Replication totals when the node replicates (docs/replication.md): counters only,
+    # no peer addresses, since /v1/health needs no token.
+    sync: dict[str, int] | None = None
 
 
 __all__ = [

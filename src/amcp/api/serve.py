@@ -116,6 +116,7 @@ async def serve_http(
     on_ready: Callable[[int], None] | None = None,
     stop: asyncio.Event | None = None,
     allowed_hosts: Sequence[str] = (),
+    sync_status: Callable[[], dict[str, int]] | None = None,
     **uvicorn_options: Any,
 ) -> None:
     """Serve the HTTP API (and MCP at ``/mcp`` unless ``mcp=False``) until cancelled or
@@ -133,6 +134,7 @@ async def serve_http(
 
     app = build_server_app(memory, host=host, policy=policy, tokens=tokens, mcp=mcp,
                            hook_token=hook_token, allowed_hosts=allowed_hosts)
+    app.state.sync_status = sync_status
     if stop is not None:
         # Bounded: open keep-alive or streaming (MCP) connections must not hold a stop.
         uvicorn_options.setdefault("timeout_graceful_shutdown", 5)

@@ -316,6 +316,11 @@ def stats(store: StoreOpt = None, json_: JsonOpt = False) -> None:
             "quarantined": quarantined,
         },
     }
+    from amcp.cli.peers_cmd import running_sync
+
+    sync = running_sync(store)
+    if sync is not None:
+        data["sync"] = sync
     if json_:
         emit_json(data)
         return
@@ -364,6 +369,7 @@ from amcp.cli.conformance_cmd import conformance  # noqa: E402
 from amcp.cli.firewall_cmd import confirm, drafts, reject, writers_app  # noqa: E402
 from amcp.cli.hooks_cmd import capture, hook_app, hooks_app  # noqa: E402
 from amcp.cli.list_cmd import list_cmd  # noqa: E402
+from amcp.cli.peers_cmd import peers  # noqa: E402
 from amcp.cli.portability_cmd import export_cmd, import_cmd  # noqa: E402
 from amcp.cli.serve_cmd import serve, trust_app  # noqa: E402
 from amcp.cli.setup_cmd import setup_cmd  # noqa: E402
@@ -373,6 +379,7 @@ from amcp.cli.verify_cmd import verify  # noqa: E402
 
 app.command()(serve)
 app.add_typer(trust_app, name="trust")
+app.command("peers")(peers)
 app.command("mcp")(mcp)
 app.command("http")(http)
 app.command("ui")(ui)

@@ -22,7 +22,9 @@ if TYPE_CHECKING:
 
 @friendly
 def conformance(
-    target: Annotated[str, typer.Argument(help="The node under test, HOST:PORT.")],
+    targets: Annotated[list[str], typer.Argument(
+        help="The node under test, HOST:PORT; Level 3 takes the other nodes of the "
+             "cluster after it.", metavar="HOST:PORT...")],
     level: Annotated[
         int, typer.Option("--level", "-l", min=1, max=3, help="Conformance level 1, 2 or 3.")
     ] = 1,
@@ -44,13 +46,25 @@ def conformance(
     bearer: Annotated[
         str | None, typer.Option(help="Bearer token for nodes whose access policy needs one.")
     ] = None,
+    reference: Annotated[
+        str | None, typer.Option(help="T2-08: a reference node HOST:PORT to exchange "
+                                      "records with.")
+    ] = None,
+    converge_within: Annotated[
+        float, typer.Option(min=0.1, help="Level 3: seconds a change may take to reach "
+                                          "the other nodes (upstream: 60).")
+    ] = 60.0,
 ) -> None:
     """Run the AMCP conformance tests against a node and print a pass/fail table."""
     # Loaded here, not at import: `amcp --help` must not pay for the protocol stack.
     from amcp.conformance import KitConfig, parse_target, print_report, run_level
 
-    host, port = parse_target(target)
-    config = KitConfig(timeout=timeout, silence_window=silence_window, bearer=bearer)
+    host, port = parse_target(targets[0])
+    peers = [parse_target(t) for t in targets[1:]]
+    if reference is not None:
+        parse_target(reference)
+    config = KitConfig(timeout=timeout, silence_window=silence_window, bearer=bearer,
+                       reference=reference, converge_within=converge_within)
     if scope:
         config = replace(config, scope=scope)
 
@@ -58,7 +72,8 @@ def conformance(
         verdict = "[green]PASS[/green]" if result.passed else "[red]FAIL[/red]"
         out.print(f"[dim]{result.id} {result.name}[/dim] {verdict}")
 
-    report = run_level(host, port, level, timeout, config=config, on_result=progress)
+    report = run_level(host, port, level, timeout, config=config, on_result=progress,
+                       peers=peers)
     print_report(report, out)
     if json_out is not None:
         report.write_json(json_out)

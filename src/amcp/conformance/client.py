@@ -17,7 +17,7 @@ import os
 import socket
 import time
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any
@@ -288,6 +288,10 @@ class Peer:
     session: Session = field(init=False)
     node_hello: Hello | None = None
     hello_sent: bool = False
+    # T2-08: how the kit's own handshake frames go out, for sending the other forms
+    # PROFILE allows (boolean features, a two-part version) — the session's frame in,
+    # the frame to send out. None: as the session made them.
+    rewrite: Callable[[Frame], Frame] | None = None
 
     def __post_init__(self) -> None:
         # The clock tag only has to be a valid HLC node name; it never leaves our frames.
@@ -316,7 +320,7 @@ class Peer:
         for event in events:
             if isinstance(event, SendFrame):
                 try:
-                    self.conn.send_frame(event.frame)
+                    self.conn.send_frame(self._out(event.frame))
                 except NodeFaultError:
                     if not terminal:  # closing anyway: the reason below is the real one
                         raise
@@ -344,8 +348,11 @@ class Peer:
             raise NodeFaultError(f"node {what} while the kit waited for {waiting_for}")
         return item
 
+    def _out(self, frame: Frame) -> Frame:
+        return frame if self.rewrite is None else self.rewrite(frame)
+
     def send_hello(self) -> None:
-        self.send(self.session.start())
+        self.send(self._out(self.session.start()))
         self.hello_sent = True
 
     def handshake(self) -> Hello:

@@ -9,19 +9,12 @@ state behind that decides another test.
 from __future__ import annotations
 
 import re
-import secrets
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
 
 from amcp.conformance.client import (
-    KitIdentity,
     NodeFaultError,
     NodeViolationError,
     Peer,
-    RawConnection,
-    Received,
-    open_active,
 )
 from amcp.conformance.records import (
     PATTERN_FIELD,
@@ -33,70 +26,22 @@ from amcp.conformance.records import (
     without,
 )
 from amcp.conformance.report import Check
+from amcp.conformance.steps import (
+    Spec,
+    Target,
+    Verdict,
+)
+from amcp.conformance.steps import ack_id as _ack_id
+from amcp.conformance.steps import created_by as _created_by
+from amcp.conformance.steps import describe as _describe
+from amcp.conformance.steps import is_ack as _is_ack
+from amcp.conformance.steps import write as _write
 from amcp.errors import Status
 from amcp.wire import MAGIC, Frame, MsgType, encode_frame, pack_raw_frame
 
 _VERSION_RE = re.compile(r"^\d+\.\d+\.\d+$")
 NODE_TYPES = frozenset({"ai", "db", "gateway", "bridge", "relay"})
 TRUST_LEVELS = frozenset({"local", "verified", "federated"})
-# Upstream T1-03/T1-07 wait 5 s; PROFILE §2 tightens the close after a violation to 1 s.
-UPSTREAM_WAIT_S = 5.0
-PROFILE_CLOSE_S = 1.0
-
-
-@dataclass(frozen=True, slots=True)
-class KitConfig:
-    """Knobs of a run. Defaults are the spec's numbers; tests shrink the waits."""
-
-    timeout: float = 5.0  # seconds to wait for any one expected reply
-    silence_window: float = UPSTREAM_WAIT_S  # T1-07: how long "no response" must last
-    close_within: float = PROFILE_CLOSE_S  # T1-03/T1-06: close after a 0x00FF
-    hello_wait: float = 1.0  # T1-02: how long to wait for an unprompted hello
-    # The project scope the kit writes into: a new one per run, so a run against a live
-    # node never mixes its test records with anyone's (and its cleanup touches only them).
-    scope: str = field(default_factory=lambda: f"amcp-conformance-{secrets.token_hex(4)}")
-    bearer: str | None = None  # sent as hello auth.bearer, for nodes with an access policy
-
-
-@dataclass(frozen=True, slots=True)
-class Target:
-    host: str
-    port: int
-    config: KitConfig
-    me: KitIdentity
-    # Every knowledge id a node acknowledged storing during the run: what cleanup removes.
-    written: list[str] = field(default_factory=list)
-
-    def connect(self) -> RawConnection:
-        return RawConnection(self.host, self.port, timeout=self.config.timeout)
-
-    def active(self) -> Peer:
-        return open_active(
-            self.host, self.port, timeout=self.config.timeout, scope=self.config.scope,
-            me=self.me,
-        )
-
-
-@dataclass(frozen=True, slots=True)
-class Verdict:
-    passed: bool
-    detail: str
-    evidence: bytes | None = None
-    checks: tuple[Check, ...] = ()
-
-
-Procedure = Callable[[Target], Verdict]
-
-
-def _describe(item: Received) -> str:
-    f = item.frame
-    reason = f.payload.get("reason")
-    tail = f" reason={reason!r}" if isinstance(reason, str) else ""
-    return f"{f.msg_type.name} (0x{int(f.msg_type):04X}) status={item.status}{tail}"
-
-
-def _created_by(target: Target) -> str:
-    return str(target.me.address)
 
 
 # ----------------------------------------------------------------------------- T1-01
@@ -221,14 +166,6 @@ def t1_03_violation(target: Target) -> Verdict:
 # ----------------------------------------------------------------------------- T1-04
 
 
-def _write(target: Target, peer: Peer, record: dict[str, object]) -> Received:
-    reply = peer.request(MsgType.MEMORY_WRITE, {"amf": record})
-    kid = _ack_id(reply) if _is_ack(reply, Status.CREATED) else None
-    if kid is not None:
-        target.written.append(kid)
-    return reply
-
-
 CLEANUP_REASON = "amcp conformance kit: a test record, removed after the run"
 
 
@@ -304,18 +241,6 @@ def t1_04_schema(target: Target) -> Verdict:
 
 
 # ----------------------------------------------------------------------------- T1-05
-
-
-def _ack_id(reply: Received) -> str | None:
-    p = reply.frame.payload
-    kid = p.get("knowledge_id")
-    if kid is None and isinstance(p.get("knowledge_ids"), list) and p["knowledge_ids"]:
-        kid = p["knowledge_ids"][0]
-    return kid if isinstance(kid, str) else None
-
-
-def _is_ack(reply: Received, *statuses: int) -> bool:
-    return reply.frame.msg_type is MsgType.MEMORY_WRITE_ACK and reply.status in statuses
 
 
 def t1_05_immutability(target: Target) -> Verdict:
@@ -491,13 +416,6 @@ def t1_08_content_id(target: Target) -> Verdict:
     checks.append(Check("mismatched id refused", False, _describe(probe)))
     return Verdict(False, f"a record whose knowledge_id does not match its content was "
                    f"answered {_describe(probe)} id={_ack_id(probe)}", probe.raw, tuple(checks))
-
-
-@dataclass(frozen=True, slots=True)
-class Spec:
-    id: str
-    name: str
-    run: Procedure
 
 
 LEVEL_1: tuple[Spec, ...] = (

@@ -8,16 +8,21 @@ from __future__ import annotations
 
 import copy
 import os
+from dataclasses import replace
 from typing import Any
 
 from amcp.amf import (
+    Causal,
     Core,
+    DecayModel,
+    Distribution,
     KnowledgeType,
     Meta,
     Predicate,
     build_record,
     checksum_for,
     knowledge_id_for,
+    seal,
 )
 from amcp.amf.timefmt import utc_now
 
@@ -96,3 +101,35 @@ def with_wrong_id(record: dict[str, Any]) -> dict[str, Any]:
     kid: str = out["knowledge_id"]
     out["knowledge_id"] = kid[:-1] + ("0" if kid[-1] != "0" else "1")
     return out
+
+
+def make_record(
+    scope: str,
+    created_by: str,
+    *,
+    subject: str,
+    obj: str,
+    kind: KnowledgeType = KnowledgeType.FACT,
+    confidence: float = 0.9,
+    created_at: str | None = None,
+    decay: DecayModel | None = None,
+    supersedes: str | None = None,
+    caused_by: tuple[str, ...] | None = None,
+    distribution: Distribution | None = None,
+    predicate: Predicate = Predicate.REQUIRES,
+) -> dict[str, Any]:
+    """A sealed record with exactly the fields a Level-2/3 procedure plants.
+
+    The caller puts a random token in ``subject`` or ``obj`` when the record must be new
+    to the node (see :func:`fresh_record`)."""
+    core = Core(subject=subject, predicate=predicate, object=obj, confidence=confidence,
+                sample_size=12 if kind is KnowledgeType.PATTERN else None)
+    meta = Meta(created_at=created_at or utc_now(), created_by=created_by,
+                project_scope=(scope,), decay_model=decay)
+    causal = None
+    if supersedes is not None or caused_by is not None:
+        causal = Causal(caused_by=caused_by, supersedes=supersedes)
+    record = build_record(type=kind, core=core, meta=meta, causal=causal)
+    if distribution is not None:
+        record = seal(replace(record, distribution=distribution))
+    return record.to_dict()

@@ -68,6 +68,7 @@ class Channel:
 
     __slots__ = (
         "_compress",
+        "_input_max",
         "_max_payload",
         "_nonce",
         "_out",
@@ -79,10 +80,22 @@ class Channel:
         "session",
     )
 
-    def __init__(self, session: Session, *, max_payload: int = MAX_PAYLOAD) -> None:
+    def __init__(
+        self, session: Session, *, max_payload: int = MAX_PAYLOAD,
+        handshake_max_payload: int | None = None,
+    ) -> None:
         self.session = session
+        # Until the handshake completes the peer is unauthenticated and may only send a
+        # hello, a capability response, HEALTH_CHECK or SESSION_END — all small. A lower
+        # cap then (``handshake_max_payload``) keeps a stranger from making the node hold
+        # 10 MiB per socket before it has proved anything; the full cap returns on
+        # HandshakeComplete.
+        self._input_max = max_payload
+        first = max_payload if handshake_max_payload is None else min(
+            max_payload, handshake_max_payload
+        )
         self.decoder = FrameDecoder(
-            accept_compression=session.local.compression, max_payload=max_payload
+            accept_compression=session.local.compression, max_payload=first
         )
         self.cipher: FrameCipher | None = None
         self.negotiated: Negotiated | None = None
@@ -146,6 +159,7 @@ class Channel:
         self._compress = negotiated.compression
         self._max_payload = min(self._max_payload, negotiated.max_payload)
         self.decoder.accept_compression = negotiated.compression
+        self.decoder.max_payload = self._input_max
         if negotiated.encryption:
             assert negotiated.x25519_private is not None
             assert negotiated.peer_x25519 is not None

@@ -116,11 +116,13 @@ class Client:
         project: str | None = None,
         project_scope: str | Sequence[str] | None = None,
         budget_tokens: int = 4000,
+        node_type: NodeType = NodeType.AI,
     ) -> None:
         self.host, self.port, self.unix = host, port, unix
         self.identity = identity or NodeIdentity.generate()
+        # node_type DB: a node replicating with a peer (amcp.node.replicator) says what it is.
         self.local = local_node(
-            self.identity, NodeType.AI, encryption=encryption, compression=compression,
+            self.identity, node_type, encryption=encryption, compression=compression,
             trust_level=trust_level, cert_chain=cert_chain, bearer=bearer,
         )
         self.trust = trust or TrustConfig(trust_local=unix is not None or is_local_address(host))

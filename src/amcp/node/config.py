@@ -29,6 +29,17 @@ class Limits:
     # Global: file descriptors and memory are finite; past this new sockets are closed at
     # once, before a byte is read (the client retries with backoff).
     max_connections: int = 1024
+    # Of those, at most this many may wait for a handshake (unauthenticated); the rest is
+    # room only authenticated peers and clients can use (capped at max_connections). A new
+    # connection that finds the waiting room full evicts the one waiting longest
+    # (amcp.node.admission).
+    max_unauthenticated: int = 256
+    # Largest frame a peer may send before the handshake completes: a hello with a cert
+    # chain is a few KiB, and a stranger must not make the node buffer 10 MiB per socket.
+    handshake_max_payload: int = 64 * 1024
+    # Bytes of incomplete frames all unauthenticated connections may hold together; the
+    # one whose read crosses it is aborted (1,024 × 10 MiB partial hellos were ~10 GiB).
+    unauthenticated_buffer_bytes: int = 8 * 1024 * 1024
     # Per connection: pipelined requests beyond this are answered ERROR 429 at once, so one
     # peer cannot queue unbounded work in the thread pool.
     max_inflight: int = 32
@@ -57,6 +68,10 @@ class Limits:
     def __post_init__(self) -> None:
         if self.max_connections < 1 or self.max_inflight < 1 or self.read_threads < 1:
             raise ValueError("connection, in-flight and thread limits must be positive")
+        if self.max_unauthenticated < 1 or self.unauthenticated_buffer_bytes < 1:
+            raise ValueError("unauthenticated connection and buffer limits must be positive")
+        if not 64 <= self.handshake_max_payload <= MAX_PAYLOAD:
+            raise ValueError(f"handshake_max_payload must be in [64, {MAX_PAYLOAD}]")
         if self.maintenance_interval <= 0:
             raise ValueError("maintenance_interval must be positive")
         if not 0 <= self.write_low_water <= self.write_high_water:

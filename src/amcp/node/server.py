@@ -23,12 +23,13 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
 from cryptography import x509
 
 from amcp.errors import AmcpError, IntegrityError, Status
 from amcp.memory import Memory
+from amcp.node.admission import Admission
 from amcp.node.channel import Channel
 from amcp.node.config import DEFAULT_HOST, DEFAULT_PORT, Limits, is_local_address, local_node
 from amcp.node.service import WRITES, NodeService, Peer, Reply
@@ -46,9 +47,11 @@ from amcp.session import (
     TrustConfig,
     TrustLevel,
 )
+from amcp.sync.replica import Replica
 from amcp.wire import Frame, MsgType
 
 log = logging.getLogger("amcp.node")
+T = TypeVar("T")
 M = MsgType
 # Enum members as globals on the per-request path: EnumType.__getattr__ makes `M.X` a slow
 # lookup in Python 3.11 (see amcp.session.session).
@@ -82,6 +85,10 @@ class NodeServer:
         inline_reads: bool = True,
     ) -> None:
         self.memory = memory
+        # Replication state shared with the replicator (amcp.node.replicator.attach) and a
+        # hook it sets to hear of every acknowledged write at once (the push trigger).
+        self.replica: Replica | None = None
+        self.after_write: Callable[[], None] | None = None
         self.limits = limits or Limits()
         self.identity = identity or NodeIdentity(memory.keyring.signing_key)
         self.local: LocalNode = local_node(
@@ -101,6 +108,10 @@ class NodeServer:
         self._read_pool = ThreadPoolExecutor(self.limits.read_threads, "amcp-read")
         self._write_pool = ThreadPoolExecutor(1, "amcp-write")
         self.refused = 0  # connections closed at once because of max_connections
+        lim = self.limits
+        self.admission = Admission(
+            min(lim.max_unauthenticated, lim.max_connections), lim.unauthenticated_buffer_bytes
+        )
         self._maintenance: asyncio.Task[None] | None = None
         # Every socket read lands here (get_buffer); see _Connection.buffer_updated.
         self._read_buffer = memoryview(bytearray(self.limits.read_chunk))
@@ -161,6 +172,14 @@ class NodeServer:
                     return int(sock.getsockname()[1])
         raise RuntimeError("not listening on TCP")
 
+    async def run_read(self, fn: Callable[[], T]) -> T:
+        """``fn`` on the read pool (the replicator's Memory reads)."""
+        return await asyncio.get_running_loop().run_in_executor(self._read_pool, fn)
+
+    async def run_write(self, fn: Callable[[], T]) -> T:
+        """``fn`` on the write thread, serialised with every other write of this node."""
+        return await asyncio.get_running_loop().run_in_executor(self._write_pool, fn)
+
     async def serve_forever(self) -> None:
         await asyncio.gather(*(s.serve_forever() for s in self._servers))
 
@@ -206,7 +225,10 @@ class _Connection(asyncio.BufferedProtocol):
             trust=TrustConfig(trust_local=trust_local, anchors=server.anchors),
             timeouts=self.limits.timeouts,
         )
-        self.channel = Channel(session, max_payload=server.local.max_payload)
+        self.channel = Channel(
+            session, max_payload=server.local.max_payload,
+            handshake_max_payload=self.limits.handshake_max_payload,
+        )
         self.transport: asyncio.Transport | None = None
         self.peer: Peer | None = None
         self.inflight = 0
@@ -225,12 +247,15 @@ class _Connection(asyncio.BufferedProtocol):
         # uvloop's transports implement asyncio.Transport without subclassing it.
         self.transport = stream = cast(asyncio.Transport, transport)
         server = self.server
-        if len(server._conns) >= self.limits.max_connections:
-            # Nothing to answer yet (the peer has not said hello): close before a byte.
+        full = len(server._conns) >= self.limits.max_connections
+        if full and not server.admission.waiting:
+            # Every slot is an authenticated session's: close before a byte (nothing to
+            # answer yet, the peer has not said hello).
             server.refused += 1
             self.closed = True
             stream.abort()
             return
+        server.admission.admit(self, node_full=full)  # may evict the longest-waiting one
         server._conns.add(self)
         limits = self.limits
         stream.set_write_buffer_limits(limits.write_high_water, limits.write_low_water)
@@ -255,6 +280,7 @@ class _Connection(asyncio.BufferedProtocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self.lost = True
         self.server._conns.discard(self)
+        self.server.admission.gone(self)
         if not self.closed:
             self.closed = True
         self.stop_timer()
@@ -287,6 +313,8 @@ class _Connection(asyncio.BufferedProtocol):
     def received(self, data: bytes) -> None:
         channel = self.channel
         events = channel.feed(data)
+        if self in self.server.admission and not self._admitted():
+            return
         now = self.loop.time()
         if events:
             self.last_frame = now
@@ -296,6 +324,18 @@ class _Connection(asyncio.BufferedProtocol):
             self.partial_since = now
         if not self.flush():
             self.arm()
+
+    def _admitted(self) -> bool:
+        """Move an authenticated connection out of the waiting room, or account what an
+        unauthenticated one buffers; False when that broke the aggregate cap (aborted)."""
+        admission = self.server.admission
+        if self.channel.negotiated is not None:
+            admission.authenticated(self)
+            return True
+        if admission.holds(self, self.channel.buffered):
+            return True
+        self.abort("unauthenticated connections hold too much buffered data")
+        return False
 
     def on_events(self, events: list[Event]) -> None:
         # At most INLINE_PER_CHUNK small reads are answered inline per socket read, so a
@@ -382,6 +422,9 @@ class _Connection(asyncio.BufferedProtocol):
 
     def served(self, frame: Frame, result: Reply | BaseException) -> None:
         self.answer(frame, result)
+        hook = self.server.after_write
+        if hook is not None and frame.msg_type in WRITES and isinstance(result, Reply):
+            hook()
         if not self.flush():
             self.arm()
 
@@ -403,13 +446,18 @@ class _Connection(asyncio.BufferedProtocol):
             self.answer(frame, stats)
         else:
             state = self.channel.session.state
-            self.channel.reply(frame, M.HEALTH_RESPONSE, {
+            hlc = self.server.memory.clock.send()
+            payload = {
                 "state": (SessionState.ACTIVE if state is SessionState.SUSPENDED
                           else state).value,
-                "hlc": self.server.memory.clock.send(),
+                "hlc": hlc,
                 "store": {"records": stats.records, "bytes": stats.bytes},
                 "uptime_s": round(self.server.uptime(), 3),
-            })
+            }
+            replica = self.server.replica
+            if replica is not None:
+                payload.update(health_sync(replica, frame.payload, self.channel.session, hlc))
+            self.channel.reply(frame, M.HEALTH_RESPONSE, payload)
         if not self.flush():
             self.arm()
 
@@ -487,6 +535,19 @@ class _Connection(asyncio.BufferedProtocol):
         if self.timer is not None:
             self.timer.cancel()
             self.timer = self.timer_at = None
+
+
+def health_sync(replica: Replica, asked: Any, session: Session, hlc: int) -> dict[str, Any]:
+    """PROFILE §10: merge the caller's member list, answer with ours; a local caller (the
+    operator's ``amcp peers``) also gets the sync status board."""
+    members = asked.get("members") if isinstance(asked, dict) else None
+    if isinstance(members, list):
+        replica.membership.merge(members, time.monotonic())
+    out: dict[str, Any] = {"members": replica.membership.entries(hlc)}
+    negotiated = session.negotiated
+    if negotiated is not None and negotiated.granted_trust is TrustLevel.LOCAL:
+        out["sync"] = replica.board.to_dict()
+    return out
 
 
 def _small_id_read(payload: Any) -> bool:

@@ -19,6 +19,7 @@ from amcp.amf.record import AMFRecord
 from amcp.errors import (
     AmcpError,
     ForbiddenError,
+    IntegrityError,
     NotFoundError,
     Status,
     ValidationError,
@@ -34,13 +35,17 @@ from amcp.node.views import (
     new_work_session_id,
 )
 from amcp.session import AccessPolicy, Mode, Principal
+from amcp.session.identity import b64url_encode
 from amcp.store.links import is_work_session_id
 from amcp.sync import apply_changes, pull_changes
+from amcp.sync.digest import scope_digests, to_wire
+from amcp.sync.replica import Replica, Source
 from amcp.wire import Frame, MsgType
 
 MAX_IDS = MAX_K  # ids per MEMORY_READ: the same bound as k
 MAX_BATCH = 256  # records per MEMORY_WRITE batch: one reply, one transaction's worth
 MAX_HOPS = 8  # SYNC_PUSH relayed further than this is taken for a loop (508)
+MAX_PUSH = 5000  # changes per SYNC_PUSH: the pull limit's bound, one write-thread turn
 
 M = MsgType
 _READ_RESPONSE = M.MEMORY_READ_RESPONSE  # a global: EnumType.__getattr__ slows `M.X`
@@ -75,9 +80,11 @@ class NodeService:
         *,
         node_uri: str = "",
         max_payload: int = 10 * 1024 * 1024,
+        replica: Replica | None = None,
     ) -> None:
         self.memory = memory
         self.policy = policy
+        self.replica = replica  # None: no replication state (counters, loop rule, sources)
         self.node_uri = node_uri
         self.max_payload = max_payload
         self.amf_cache = AmfCache()
@@ -340,20 +347,48 @@ class NodeService:
             not isinstance(scopes, list) or not all(isinstance(s, str) for s in scopes)
         ):
             raise ValidationError("scopes", "must be a list of scopes")
+        if p.get("digest") is True:
+            # Anti-entropy (docs/protocol.md, "Digests"): per-scope digests instead of changes.
+            digests = scope_digests(self.memory, readable=lambda s: self.readable(peer, s),
+                                    scopes=scopes)
+            return Reply(M.SYNC_PULL_RESPONSE, {"changes": [], "watermark": p.get("since", 0),
+                                                "more": False, "digests": to_wire(digests)})
         batch = pull_changes(
             self.memory, p.get("since", 0), limit=p.get("limit", 500),
             readable=lambda s: self.readable(peer, s), scopes=scopes,
             max_bytes=self.max_payload,
         )
-        return Reply(M.SYNC_PULL_RESPONSE, batch.to_payload())
+        payload = batch.to_payload()
+        key = _peer_key(peer)
+        if self.replica is not None and key is not None and not p.get("scopes"):
+            # No echo: what this peer pushed to us is not sent back to it (a repair, which
+            # names scopes, gets everything). The watermark still moves past those entries.
+            source = self.replica.source_of
+            payload["changes"] = [
+                c for c in payload["changes"]
+                if (src := source(c["op"], c["knowledge_id"])) is None or src.peer != key
+            ]
+        return Reply(M.SYNC_PULL_RESPONSE, payload)
 
     def sync_push(self, p: Mapping[str, Any], peer: Peer) -> Reply:
         changes, hops, origin = p.get("changes"), p.get("hops", 0), p.get("origin")
+        origin_key = p.get("origin_key")
         if not isinstance(changes, list):
             raise ValidationError("changes", "must be a list")
+        if len(changes) > MAX_PUSH:
+            raise ValidationError("changes", f"at most {MAX_PUSH} per SYNC_PUSH")
         if isinstance(hops, bool) or not isinstance(hops, int) or hops < 0:
             raise ValidationError("hops", "must be a non-negative integer")
-        if hops > MAX_HOPS or (origin is not None and origin == self.node_uri):
+        if origin_key is not None and not isinstance(origin_key, str):
+            raise ValidationError("origin_key", "must be a public key (base64url)")
+        replica, who = self.replica, _who(peer)
+        key = _peer_key(peer)
+        if replica is not None:
+            self._check_push(replica, key, who, origin_key, hops, len(changes))
+        elif hops > MAX_HOPS or (origin_key is None and origin is not None
+                                 and origin == self.node_uri):
+            # Without origin_key only the URI can say, and it names a build, not a node: a
+            # peer that sends the key is judged by it (by the replica, when there is one).
             raise AmcpError("sync loop: the changes came back to their origin",
                             status=Status.LOOP_DETECTED)
 
@@ -364,8 +399,36 @@ class NodeService:
                 return False
             return True
 
-        result = apply_changes(self.memory, changes, writable=writable)
+        try:
+            result = apply_changes(self.memory, changes, writable=writable,
+                                   max_drift_ms=self.memory.clock.max_drift_ms)
+        except IntegrityError as exc:
+            if replica is not None:
+                replica.bad_peer(key or who, who, exc.message)
+            raise
+        if replica is not None:
+            replica.board.count(key, applied=result.applied, duplicates=result.duplicates,
+                                conflicts=result.conflicts,
+                                resolved_conflicts=result.resolved)
+            if result.conflicts:
+                replica.refused(key, who, "; ".join(result.problems[:3]), refused=0)
+            replica.note_applied(result.done, Source(
+                key or who, origin_key if isinstance(origin_key, str) else key or who,
+                origin if isinstance(origin, str) else peer.address, hops))
         return Reply(M.SYNC_ACK, result.to_payload())
+
+    @staticmethod
+    def _check_push(replica: Replica, key: str | None, who: str, origin_key: Any, hops: int,
+                    n: int) -> None:
+        if replica.is_loop(origin_key, None, hops):
+            replica.refused(key, who, f"sync loop (hops {hops})", loops=1)
+            raise AmcpError("sync loop: the changes came back to their origin or went past "
+                            "the hop limit", status=Status.LOOP_DETECTED)
+        if not replica.admit_push(key or who, n):
+            replica.refused(key, who, f"push flood ({n} changes over the rate)",
+                            rate_limited=1)
+            raise AmcpError("too many sync changes from this peer; slow down",
+                            status=Status.TOO_MANY_REQUESTS)
 
     # ------------------------------------------------------------------ evolution
 
@@ -411,6 +474,17 @@ class NodeService:
             raise ValidationError("work_session_id", "must look like S-YYYYMMDD-HHMMSS-6hex")
         peer.work_session_id = wsid
         return Reply(M.SESSION_BEGIN, {"work_session_id": wsid})
+
+
+def _peer_key(peer: Peer) -> str | None:
+    pk = peer.principal.public_key
+    return b64url_encode(pk) if pk is not None else None
+
+
+def _who(peer: Peer) -> str:
+    """The peer's identity for logs: its URI and key."""
+    key = _peer_key(peer)
+    return f"{peer.address} key {key[:12]}…" if key else peer.address
 
 
 def _weight(update: Any) -> dict[str, Any]:

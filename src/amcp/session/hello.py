@@ -69,6 +69,25 @@ def _b64(payload: Mapping[str, Any], key: str, size: int | None = None) -> bytes
     return raw
 
 
+def _feature(payload: Mapping[str, Any], key: str, on: str) -> str:
+    """CAPABILITY_RESPONSE ``compression`` / ``encryption`` in any form PROFILE §3 allows.
+
+    The profile's own form is the algorithm name (``"lz4"``, ``"aes-256-gcm"``) or
+    ``"none"``; upstream writes capability flags as booleans, and a receiver MUST accept
+    those too (``true`` = the algorithm, ``false`` = none). Names are compared without
+    case. Another algorithm's name is not an error: that feature is simply not agreed
+    (PROFILE §1 — a flag the receiver did not negotiate is then a violation, as usual).
+    A missing key or another type (a number, a map) is a violation: the field is required.
+    """
+    value = payload.get(key)
+    if isinstance(value, bool):
+        return on if value else NONE
+    if not isinstance(value, str):
+        raise _bad(f"{key} missing or not a string or boolean")
+    name = value.strip().lower()
+    return name if name in (on, NONE) else NONE
+
+
 def check_version(text: str, field_name: str) -> str:
     """Accept ``1.x[.y]``; another major is a violation with status 701."""
     m = _VERSION_RE.fullmatch(text)
@@ -173,8 +192,8 @@ class CapabilityResponse:
             signature=_b64(payload, "signature", 64),
             trust_level=trust,
             max_payload=max_payload,
-            compression=_get(payload, "compression", str),
-            encryption=_get(payload, "encryption", str),
+            compression=_feature(payload, "compression", COMPRESSION_LZ4),
+            encryption=_feature(payload, "encryption", ENCRYPTION_AES_GCM),
             x25519=x25519,
             reason=_opt(payload, "reason", str),
         )

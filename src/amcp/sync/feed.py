@@ -1,8 +1,7 @@
-"""The change feed: what SYNC_PULL_RESPONSE sends and what SYNC_PUSH applies (PROFILE §3, §6).
+"""The change feed: what SYNC_PULL_RESPONSE and SYNC_PUSH send (PROFILE §3, §6, §10).
 
-Pull reads the store's HLC-ordered change log; push applies a peer's changes through
-``Memory`` so every rule of the write path (schema, 409, id/checksum, 412) still holds. Both
-are blocking (SQLite) and sans-IO: the node runs them in its thread pool.
+Pull reads the store's HLC-ordered change log; ``amcp.sync.apply`` applies a peer's
+changes. Blocking (SQLite) and sans-IO: the node runs it in its thread pool.
 
 Decisions (docs/protocol.md, "Sync"):
 
@@ -15,23 +14,26 @@ Decisions (docs/protocol.md, "Sync"):
   unless asked for; sync does not ask).
 - A peer only receives entries for records with at least one scope it may read; purge
   entries go to everyone, since an id alone reveals nothing and no-resurrection needs them.
-- Apply is idempotent: a change already reflected here counts as a duplicate. A purged id
-  never comes back: a ``put`` for it is a conflict, whatever its content.
+- A record with ``distribution.locality = "local"`` never leaves this node (PROFILE §10):
+  none of its changes is in the feed.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from amcp.amf.canonical import canonical_packb
-from amcp.amf.types import Lifecycle
-from amcp.errors import AmcpError, IntegrityError, ValidationError
+from amcp.amf.record import AMFRecord
+from amcp.amf.types import Locality
+from amcp.errors import ValidationError
 from amcp.ports import MemoryWriter
-from amcp.store.base import Change, ChangeOp, StoredRecord
+from amcp.store.base import Change, ChangeOp
+from amcp.sync.apply import ApplyResult, apply_changes  # applying moved there; still importable
 
-OPS = frozenset({"put", "invalidate", "supersede", "purge"})
+__all__ = ["ApplyResult", "PullBatch", "apply_changes", "pull_changes", "stays_here"]
+
 DEFAULT_LIMIT = 500
 MAX_LIMIT = 5000
 # Headroom under max_payload for the reply's own keys (status, watermark, ...).
@@ -50,26 +52,6 @@ class PullBatch:
         return {"changes": list(self.changes), "watermark": self.watermark, "more": self.more}
 
 
-@dataclass(slots=True)
-class ApplyResult:
-    applied: int = 0
-    duplicates: int = 0
-    conflicts: int = 0
-    watermark: int = 0
-    problems: list[str] = field(default_factory=list)
-
-    def to_payload(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "applied": self.applied,
-            "duplicates": self.duplicates,
-            "conflicts": self.conflicts,
-            "watermark": self.watermark,
-        }
-        if self.problems:
-            out["problems"] = self.problems[:32]  # a hint, not a log: keep replies small
-        return out
-
-
 def pull_changes(
     memory: MemoryWriter,
     since: int,
@@ -78,12 +60,15 @@ def pull_changes(
     readable: ScopeCheck | None = None,
     scopes: Sequence[str] | None = None,
     max_bytes: int | None = None,
+    skip: Callable[[Change], bool] | None = None,
 ) -> PullBatch:
     """Changes after ``since`` (an HLC), oldest first, as SYNC_PULL_RESPONSE entries.
 
     ``readable`` says whether the peer may read a record with the given scopes; ``scopes``
     narrows further to records in any of those (exact names). ``max_bytes`` bounds the
     MessagePack size of the batch so the reply fits one frame; ``more`` is then true.
+    ``skip`` leaves a change out before its record is read (the replicator's "this came
+    from there": most of a bulk sync's own log is changes it must not send back).
     """
     if isinstance(since, bool) or not isinstance(since, int) or not 0 <= since < 2**64:
         raise ValidationError("since", "must be an HLC (u64)")
@@ -98,7 +83,8 @@ def pull_changes(
     watermark = since
     wanted = set(scopes) if scopes else None
     for change in rows:
-        entry = _entry(memory, change, readable, wanted)
+        entry = None if skip is not None and skip(change) else _entry(
+            memory, change, readable, wanted)
         if entry is not None:
             cost = len(canonical_packb(entry))
             if budget is not None and out and size + cost > budget:
@@ -123,6 +109,8 @@ def _entry(
     found = memory.store.get(kid)
     if found is None or found.record is None or found.state.sensitive:
         return None
+    if stays_here(found.record):
+        return None
     scopes = found.record.meta.project_scope
     if readable is not None and not readable(scopes):
         return None
@@ -138,127 +126,7 @@ def _entry(
     return entry
 
 
-def apply_changes(
-    memory: MemoryWriter,
-    changes: Iterable[Any],
-    *,
-    writable: ScopeCheck | None = None,
-) -> ApplyResult:
-    """Apply SYNC_PUSH entries in order. Never raises for one bad entry: it is a conflict.
-
-    A malformed entry (not a map, unknown op, missing id) raises ValidationError (400) for
-    the whole batch, since the sender is then broken rather than out of date; an AMF whose
-    id or checksum does not match raises IntegrityError (a violation, as on MEMORY_WRITE).
-    """
-    entries = [_check_entry(c, i) for i, c in enumerate(changes)]
-    result = ApplyResult()
-    for entry in entries:
-        hlc = entry.get("hlc")
-        if isinstance(hlc, int) and not isinstance(hlc, bool) and hlc > result.watermark:
-            result.watermark = hlc
-        try:
-            outcome = _apply_one(memory, entry, writable)
-        except IntegrityError:
-            raise
-        except AmcpError as exc:
-            result.conflicts += 1
-            result.problems.append(f"{entry['knowledge_id']}: {exc.message}")
-            continue
-        if outcome:
-            result.applied += 1
-        else:
-            result.duplicates += 1
-    return result
-
-
-def _check_entry(change: Any, index: int) -> dict[str, Any]:
-    where = f"changes[{index}]"
-    if not isinstance(change, Mapping):
-        raise ValidationError(where, "must be a map")
-    op = change.get("op")
-    if op not in OPS:
-        raise ValidationError(f"{where}.op", f"must be one of {sorted(OPS)}")
-    kid = change.get("knowledge_id")
-    if not isinstance(kid, str) or not kid.startswith("K-"):
-        raise ValidationError(f"{where}.knowledge_id", "must be a knowledge id")
-    if op == "put" and not isinstance(change.get("amf"), Mapping):
-        raise ValidationError(f"{where}.amf", "a put carries the AMF record")
-    return dict(change)
-
-
-def _apply_one(memory: MemoryWriter, entry: Mapping[str, Any], writable: ScopeCheck | None) -> bool:
-    """True: applied; False: already reflected here. Raises AmcpError for a conflict."""
-    op, kid = entry["op"], entry["knowledge_id"]
-    found = memory.store.get(kid)
-    if op == "purge":
-        return _apply_purge(memory, kid, found)
-    if found is not None and found.record is None:
-        raise AmcpError(f"{kid} was purged here and never comes back")
-    if op == "put":
-        return _apply_put(memory, entry, found, writable)
-    if found is None:
-        raise AmcpError(f"{kid} is not stored here")
-    assert found.record is not None
-    if writable is not None and not writable(found.record.meta.project_scope):
-        raise AmcpError(f"{kid}: write access to its scopes is not allowed")
-    if op == "invalidate":
-        if found.state.lifecycle is Lifecycle.INVALIDATED:
-            return False
-        memory.invalidate(kid, str(entry.get("reason") or "invalidated by sync"))
-        return True
-    return _apply_supersede(memory, kid, found, entry.get("superseded_by"))
-
-
-def _apply_purge(memory: MemoryWriter, kid: str, found: StoredRecord | None) -> bool:
-    # Purge is applied whatever the scope: erasure must reach every copy.
-    if found is None:
-        return memory.store.put_tombstone(kid, hlc=memory.clock.send(), reason="sync")
-    if found.state.lifecycle is Lifecycle.PURGED:
-        return False
-    memory.purge(kid, "sync")
-    return True
-
-
-def _apply_put(
-    memory: MemoryWriter, entry: Mapping[str, Any], found: StoredRecord | None,
-    writable: ScopeCheck | None,
-) -> bool:
-    amf = entry["amf"]
-    if amf.get("knowledge_id") != entry["knowledge_id"]:
-        raise ValidationError("amf.knowledge_id", "differs from the change's knowledge_id")
-    _check_scopes(amf, writable)
-    integrity = amf.get("integrity")
-    checksum = integrity.get("checksum") if isinstance(integrity, Mapping) else None
-    if found is not None and found.record is not None and (
-        found.record.integrity.checksum == checksum
-    ):
-        return False
-    # Memory.put keeps the write path's order: 400 → 409 → id/checksum → 412.
-    return bool(memory.put(amf, dedup=False).created)
-
-
-def _apply_supersede(memory: MemoryWriter, kid: str, found: StoredRecord, new: Any) -> bool:
-    # The new record arrives as its own put; this entry only marks the old one. A record
-    # already superseded, or archived after it was (an outcome round archives superseded
-    # records), has had this entry applied: re-applying it would undo the archive.
-    if found.state.lifecycle is Lifecycle.SUPERSEDED or (
-        found.state.lifecycle is Lifecycle.ARCHIVED and found.state.superseded_by
-    ):
-        return False
-    if not isinstance(new, str) or memory.store.get(new) is None:
-        raise AmcpError(f"{kid}: the superseding record is not stored here")
-    memory.store.set_state(
-        kid, ChangeOp.SUPERSEDE, hlc=memory.clock.send(), lifecycle=Lifecycle.SUPERSEDED,
-        superseded_by=new,
-    )
-    memory.searcher.drop(kid)
-    return True
-
-
-def _check_scopes(amf: Mapping[str, Any], writable: ScopeCheck | None) -> None:
-    if writable is None:
-        return
-    meta = amf.get("meta")
-    scopes = meta.get("project_scope") if isinstance(meta, Mapping) else None
-    if not isinstance(scopes, list) or not writable(scopes):
-        raise AmcpError("write access to the record's scopes is not allowed")
+def stays_here(record: AMFRecord) -> bool:
+    """``distribution.locality = "local"``: the record never leaves this node."""
+    dist = record.distribution
+    return dist is not None and dist.locality is Locality.LOCAL

@@ -1,0 +1,230 @@
+"""``Replicator``: the asyncio tasks that make a node replicate by itself (PROFILE §10).
+
+Four loops on the node's event loop, each round's Memory work on the node's pools:
+
+- **push trigger** (every ``push_poll``, 50 ms): new entries in our change log that are
+  critical (KT-FACT, KT-PITFALL, ``sync_priority = "immediate"``, purges) go to every tier-1
+  peer at once — well inside the 500 ms PROFILE §10 allows after the write's ack;
+- **gossip** (every ``gossip_interval``, 1 s): with every configured peer and up to
+  ``fanout`` members learned through membership, push our log after the pushed watermark
+  and pull theirs after the pulled watermark;
+- **membership** (every ``probe_interval``): SWIM-style HEALTH_CHECK to one member in turn,
+  carrying our member list; a member that does not answer is suspect, then dead after
+  ``suspect_timeout``; members learned from answers are dialled;
+- **anti-entropy** (every ``anti_entropy_interval``, 300 s): watermark pull, then per-scope
+  digests compared with every live peer, and each differing scope re-synced both ways.
+
+A peer that fails (unreachable, a bad record, a refusal) is logged and retried later; the
+others go on. The logic of what to send and how to apply it is ``amcp.sync``'s (sans-IO).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import logging
+import random
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+from amcp.node.config import is_local_address
+from amcp.node.peerlink import PeerLink
+from amcp.session import TrustConfig
+from amcp.store.base import Change
+from amcp.sync import pull_changes
+from amcp.sync.gossip import entry_scopes, immediate_entries
+from amcp.sync.members import MemberState
+from amcp.sync.peers import PeerSpec, SyncConfig, parse_endpoint
+from amcp.sync.replica import Replica
+
+if TYPE_CHECKING:
+    from amcp.node.server import NodeServer
+
+log = logging.getLogger("amcp.sync")
+MAX_LEARNED = 64  # links opened to members learned through gossip
+
+
+class Replicator:
+    def __init__(self, server: NodeServer, replica: Replica) -> None:
+        self.server, self.replica = server, replica
+        self.config = replica.config
+        self.links: dict[str, PeerLink] = {}
+        self._tasks: list[asyncio.Task[None]] = []
+        self._wake = asyncio.Event()
+        self._probe_turn = 0
+        self.immediate_watermark = 0
+        for spec in self.config.peers:
+            self._add_link(spec, learned=False)
+
+    def _add_link(self, spec: PeerSpec, *, learned: bool) -> PeerLink:
+        status = self.replica.board.peer(spec.label, spec.endpoint, tier=spec.tier,
+                                         configured=not learned)
+        trust = TrustConfig(trust_local=is_local_address(spec.host), anchors=self.server.anchors)
+        link = PeerLink(self.server, self.replica, spec, status, trust=trust, learned=learned)
+        self.links[spec.endpoint] = link
+        return link
+
+    async def start(self) -> None:
+        self.immediate_watermark = await self.server.run_read(self.server.memory.store.max_hlc)
+        loop = asyncio.get_running_loop()
+        for body, every in ((self._push_round, self.config.push_poll),
+                            (self._gossip_round, self.config.gossip_interval),
+                            (self._probe_round, self.config.probe_interval),
+                            (self._anti_entropy_round, self.config.anti_entropy_interval)):
+            self._tasks.append(loop.create_task(self._every(body, every)))
+
+    def poke(self) -> None:
+        """A write was acknowledged: look at the change log now, not at the next poll."""
+        self._wake.set()
+
+    async def _every(self, body: Callable[[], Awaitable[None]], seconds: float) -> None:
+        first = body != self._anti_entropy_round  # anti-entropy waits one interval
+        while True:
+            if first:
+                try:
+                    await body()
+                except asyncio.CancelledError:
+                    raise
+                except Exception:
+                    log.warning("sync: %s failed", body.__name__, exc_info=True)
+            first = True
+            if body == self._push_round:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), seconds)
+                self._wake.clear()
+            else:
+                # Jitter, so that peers do not fall into step with each other.
+                await asyncio.sleep(seconds * random.uniform(0.9, 1.1))
+
+    async def close(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._tasks.clear()
+        await asyncio.gather(*(link.close() for link in self.links.values()),
+                             return_exceptions=True)
+
+    # ------------------------------------------------------------------ rounds
+
+    async def _push_round(self) -> None:
+        memory = self.server.memory
+        if memory.clock.last <= self.immediate_watermark:
+            return  # nothing was logged since (every change ticks the clock)
+        tier1 = [link for link in self.links.values() if link.spec.tier == 1]
+        keys = [link.key for link in tier1]
+
+        def nowhere_to_go(change: Change) -> bool:
+            # Applied from a peer, and every tier-1 peer is where it came from: no need to
+            # read the record (most of a bulk sync's log is such changes).
+            src = self.replica.source_of(change.op.value, change.knowledge_id)
+            return src is not None and all(k in (src.peer, src.origin) for k in keys)
+
+        while True:
+            batch = await self.server.run_read(functools.partial(
+                pull_changes, memory, self.immediate_watermark, limit=self.config.batch,
+                skip=nowhere_to_go))
+            self.immediate_watermark = batch.watermark
+            if tier1 and batch.changes:
+                now = await self.server.run_read(
+                    functools.partial(immediate_entries, memory, batch.changes))
+                if now:
+                    def scopes(entry: Any) -> Any:
+                        return entry_scopes(memory, entry)
+
+                    await asyncio.gather(*(link.push_these(now, scopes) for link in tier1),
+                                         return_exceptions=True)
+            if not batch.more:
+                return
+
+    def _gossip_targets(self) -> list[PeerLink]:
+        configured = [link for link in self.links.values() if not link.learned]
+        learned = [link for link in self.links.values() if link.learned
+                   and self._member_state(link) is not MemberState.DEAD]
+        if len(learned) > self.config.fanout:
+            learned = random.sample(learned, self.config.fanout)
+        return configured + learned
+
+    def _member_state(self, link: PeerLink) -> MemberState | None:
+        member = self.replica.membership.get(link.key) if link.key else None
+        return member.state if member is not None else None
+
+    async def _gossip_round(self) -> None:
+        async def one(link: PeerLink) -> None:
+            await link.push_new()
+            await link.pull_new()
+
+        await asyncio.gather(*(one(link) for link in self._gossip_targets()),
+                             return_exceptions=True)
+
+    async def _anti_entropy_round(self) -> None:
+        await asyncio.gather(*(link.anti_entropy() for link in self._gossip_targets()),
+                             return_exceptions=True)
+
+    async def _probe_round(self) -> None:
+        """One SWIM probe: the next link in turn gets HEALTH_CHECK with our members."""
+        loop = asyncio.get_running_loop()
+        membership = self.replica.membership
+        for dead in membership.tick(loop.time(), self.config.suspect_timeout):
+            log.info("sync: member %s declared dead", dead.node_address)
+        links = list(self.links.values())
+        if not links:
+            return
+        self._probe_turn = (self._probe_turn + 1) % len(links)
+        link = links[self._probe_turn]
+        hlc = self.server.memory.clock.last
+        answer = await link.probe(membership.entries(hlc), self.config.probe_timeout)
+        if answer is None:
+            if link.key is not None:
+                membership.suspect(link.key, loop.time())
+            return
+        if link.key is not None:
+            membership.heard_from(link.key, link.status.node_address or "", link.spec.endpoint,
+                                  loop.time(), int(answer.get("hlc") or 0))
+        link.status.remote_hlc = max(link.status.remote_hlc, int(answer.get("hlc") or 0))
+        members = answer.get("members")
+        if isinstance(members, list):
+            for member in membership.merge(members, loop.time()):
+                self._learn(member.key, member.endpoint)
+        state = self._member_state(link)
+        if state is not None and link.connected:
+            link.status.state = "connected" if state is MemberState.ALIVE else state.value
+
+    def _learn(self, key: str, endpoint: str | None) -> None:
+        if endpoint is None or key == self.replica.key or endpoint in self.links:
+            return
+        if any(link.key == key for link in self.links.values()):
+            return
+        if sum(1 for link in self.links.values() if link.learned) >= MAX_LEARNED:
+            return
+        try:
+            host, port = parse_endpoint(endpoint)
+        except Exception:  # noqa: BLE001 - a bad endpoint in a member list is ignored
+            return
+        log.info("sync: learned member %s at %s", key[:12], endpoint)
+        self._add_link(PeerSpec(host, port, name=f"member {key[:12]}"), learned=True)
+
+    def status(self) -> dict[str, Any]:
+        return self.replica.board.to_dict()
+
+    def totals(self) -> dict[str, int]:
+        """Counters and how many peers are connected: what ``/v1/health`` shows."""
+        out = self.replica.board.totals.to_dict()
+        out["peers"] = len(self.links)
+        out["peers_connected"] = sum(1 for link in self.links.values() if link.connected)
+        return out
+
+
+__all__ = ["Replicator", "attach"]
+
+
+def attach(server: NodeServer, config: SyncConfig, endpoint: str | None = None) -> Replicator:
+    """Give ``server`` replication: the shared ``Replica`` (its service then counts, applies
+    the loop rule and answers members) and the replicator that drives it. Call
+    ``await replicator.start()`` once the server listens, ``close()`` before the server's."""
+    replica = Replica(config, server.identity.public_key_b64, server.node_uri, endpoint)
+    server.replica = replica
+    server.service.replica = replica
+    replicator = Replicator(server, replica)
+    server.after_write = replicator.poke
+    return replicator

@@ -1,0 +1,1 @@
+"""Test and benchmark tooling that ships with amcp: the fault-injection proxy."""
