@@ -70,7 +70,7 @@ def test_writers_in_several_processes_lose_nothing(postgres_db: str, tmp_path: P
     ops = sum(int(r[2]) for r in results)  # type: ignore[index]
     assert len(acked) == WRITERS * RECORDS
 
-    assert watcher.wait_for_commit(before, 5.0) > before  # the peers' NOTIFYs arrived
+    assert watcher.commits.wait(before, 5.0) > before  # the peers' NOTIFYs arrived
     report = watcher.verify(full=True)
     assert report.ok and not report.damaged, report
     assert report.checked_changes == ops
@@ -92,11 +92,11 @@ def test_a_commit_wakes_another_store(postgres_db: str, tmp_path: Path) -> None:
     try:
         seen = b.generation()
         a.put(rec("a commit b must hear about"), hlc=1)
-        assert b.wait_for_commit(seen, 5.0) > seen
+        assert b.commits.wait(seen, 5.0) > seen
         assert b.get(rec("a commit b must hear about").knowledge_id) is not None
         moved = b.generation()
         a.set_weight(rec("a commit b must hear about").knowledge_id, 0.9)  # weights too
-        assert b.wait_for_commit(moved, 5.0) > moved
+        assert b.commits.wait(moved, 5.0) > moved
     finally:
         a.close()
         b.close()

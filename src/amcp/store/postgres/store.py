@@ -16,9 +16,8 @@ moves ``generation()`` at once.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator, Sequence
-from contextlib import AbstractContextManager, contextmanager
-from pathlib import Path
+from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
 import psycopg
@@ -36,17 +35,17 @@ from amcp.store.base import (
     PutItem,
     PutResult,
     RecordFilter,
-    RecordState,
     StateRow,
     StoredRecord,
     StoreStats,
 )
 from amcp.store.chain import EMPTY_HEAD, GENESIS
 from amcp.store.postgres.access import AccessLog
-from amcp.store.postgres.changes import TIP_SQL, ChangeLog
-from amcp.store.postgres.database import Connection, Database, get_meta, put_meta
+from amcp.store.postgres.changes import ChangeLog
+from amcp.store.postgres.commits import Commits
+from amcp.store.postgres.database import Database, get_meta, put_meta
 from amcp.store.postgres.lexical import LexicalIndex
-from amcp.store.postgres.listen import Generation, Listener, channel_of
+from amcp.store.postgres.listen import Listener, channel_of
 from amcp.store.postgres.migrate import migrate
 from amcp.store.postgres.reads import RecordReads
 from amcp.store.postgres.vectors import VectorSource
@@ -94,19 +93,23 @@ class PostgresStore:
         self.where = self._db.where
         _bootstrap(dsn, self.where, timeout_s)
         self._db.open()
-        self._generation = Generation()
         self._log = ChangeLog(self._db, keyring)
+        self.commits = Commits(self._db, self._log)
+        writing = self.commits.writing
         delta = self._log.delta
-        self.access = AccessLog(self._db, self._writing)
+        self.access = AccessLog(self._db, writing)
         self._rows = RowVerifier(keyring, Sealer(b"", ""), self.access.state)
         self.lexical = LexicalIndex(self._db, delta)
-        self.vectors = VectorSource(self._db, delta, self._rows, self._writing)
-        self._content_secret = keyring.derive("content-key")
-        self._reads = RecordReads(self._db, self._rows, self.content_key)
+        self.vectors = VectorSource(self._db, delta, self._rows, writing)
+        secret = keyring.derive("content-key")
+
+        def keyed(record: AMFRecord) -> str:  # the dedup key, keyed (amf.ids.content_key)
+            return content_key(record, secret)
+
+        self._reads = RecordReads(self._db, self._rows, keyed)
         self._writes = RecordWrites(
             keyring=keyring, log=self._log, rows=self._rows, lexical=self.lexical,
-            vectors=self.vectors, access=self.access, atomic=self._writing,
-            content_key=self.content_key,
+            vectors=self.vectors, access=self.access, atomic=writing, content_key=keyed,
         )
         self._listener: Listener | None = None
         self._capabilities = Capabilities(
@@ -121,7 +124,7 @@ class PostgresStore:
             self._writes.sealer = sealer
             self._verifier = Verifier(self._db, self._log, keyring, sealer, self._rows)
             if listen:
-                self._listener = Listener(dsn, channel_of(self.store_id), self._generation)
+                self._listener = Listener(dsn, channel_of(self.store_id), self.commits.generation)
                 self._listener.start(timeout_s)
             if verify_on_open:
                 report = self._verifier.since_mark()
@@ -144,7 +147,7 @@ class PostgresStore:
             existing = get_meta(conn, "store_id")
         if existing:
             return existing
-        with self._writing() as conn:
+        with self.commits.writing() as conn:
             existing = get_meta(conn, "store_id")
             if existing:
                 return existing
@@ -170,13 +173,9 @@ class PostgresStore:
 
     def _shutdown(self) -> None:
         if self._listener is not None:
-            self._listener.stop(self._notify)
+            self._listener.stop(self.commits.notify)
             self._listener = None
         self._db.close()
-
-    def _notify(self, payload: str) -> None:
-        with self._db.read() as conn:
-            conn.execute("SELECT pg_notify(%s, %s)", (channel_of(self.store_id), payload))
 
     def __enter__(self) -> PostgresStore:
         return self
@@ -191,72 +190,15 @@ class PostgresStore:
         return self._capabilities
 
     def generation(self) -> int:
-        """Moves with every commit, this process's or (once its NOTIFY arrives) a peer's.
-        Inside this thread's own write transaction it moves on every call: what is read
-        there may still be rolled back, so nothing read there may be cached."""
-        if self._db.in_transaction:
-            self._generation.bump()
-        return self._generation.value
-
-    def wait_for_commit(self, after: int, timeout_s: float) -> int:
-        """Sleep until ``generation()`` passes ``after`` (a change-feed waiter)."""
-        return self._generation.wait(after, timeout_s)
-
-    # ------------------------------------------------------------------ transactions
+        """Moves with every commit, this process's or (once its NOTIFY arrives) a peer's
+        (``commits``)."""
+        return self.commits.current()
 
     def atomic(self) -> AbstractContextManager[None]:
         """A transaction that nests: the outermost commits, an exception rolls all back."""
-        return self._atomic_none()
-
-    @contextmanager
-    def _atomic_none(self) -> Iterator[None]:
-        with self._writing():
-            yield
-
-    @contextmanager
-    def _writing(self) -> Iterator[Connection]:
-        """``atomic`` yielding the transaction's connection (for the parts)."""
-        delta = self._log.delta
-        outer = False
-        signed: tuple[int, str, list[Path]] | None = None
-        try:
-            with self._db.transaction(TIP_SQL) as (conn, outer, tip):
-                if outer:
-                    delta.begin(tip)
-                mark = delta.mark()
-                try:
-                    yield conn
-                except BaseException:
-                    if not outer:
-                        delta.restore(mark)
-                    raise
-                if outer:
-                    signed = self._before_commit(conn)
-        except BaseException:
-            if outer:
-                delta.reset()
-            raise
-        if outer:
-            delta.reset()
-            self._generation.bump()
-            if signed is not None:
-                self._log.write_witness(*signed)
-
-    def _before_commit(self, conn: Connection) -> tuple[int, str, list[Path]] | None:
-        """Sign the head if this transaction moved it, and NOTIFY the store's listeners
-        (delivered at COMMIT), in one round trip. Returns what to witness after the commit."""
-        store_id = self._log.store_id
-        if not store_id:
-            return None
-        with conn.pipeline():
-            signed = self._log.sign(conn) if self._log.delta.dirty else None
-            conn.execute("SELECT pg_notify(%s, '')", (channel_of(store_id),))
-        return signed
+        return self.commits.atomic()
 
     # ------------------------------------------------------------------ writes
-
-    def content_key(self, record: AMFRecord) -> str:
-        return content_key(record, self._content_secret)
 
     def put(
         self, record: AMFRecord, *, hlc: int, vector: np.ndarray | None = None,
@@ -288,7 +230,7 @@ class PostgresStore:
         self._writes.set_weight(knowledge_id, weight)
 
     def set_meta(self, key: str, value: str) -> None:
-        with self._writing() as conn:
+        with self.commits.writing() as conn:
             put_meta(conn, key, value)
 
     def get_meta(self, key: str) -> str | None:
@@ -328,19 +270,11 @@ class PostgresStore:
     def ids_with_prefix(self, prefix: str, limit: int) -> list[str]:
         return self._reads.ids_with_prefix(prefix, limit)
 
-    def raw_bodies(
-        self, knowledge_ids: Sequence[str], flt: RecordFilter | None = None
-    ) -> list[tuple[str, RecordState, bytes | None, str | None]]:
-        return self._reads.raw_bodies(knowledge_ids, flt)
-
     def stats(self) -> StoreStats:
         return self._reads.stats()
 
     def changes(self, since_hlc: int = 0, limit: int = 1000) -> list[Change]:
         return self._log.changes(since_hlc, limit)
-
-    def changes_of(self, knowledge_id: str, limit: int = 200) -> list[Change]:
-        return self._log.changes_of(knowledge_id, limit)
 
     def max_hlc(self) -> int:
         return self._log.max_hlc()
@@ -363,7 +297,7 @@ class PostgresStore:
 
     def rewitness(self) -> None:
         """Witness the current head in this keyring's places (``amcp verify --rewitness``)."""
-        with self._writing() as conn:
+        with self.commits.writing() as conn:
             self._log.remember_places(conn)
         seq, head = self._log.change_head()
         self.keyring.write_witness(self.store_id, Witness(seq, head or GENESIS),
