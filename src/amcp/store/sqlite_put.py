@@ -7,7 +7,6 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from amcp.amf.canonical import canonical_packb
 from amcp.amf.ids import content_key
 from amcp.amf.record import AMFRecord
 from amcp.amf.types import Lifecycle
@@ -15,9 +14,8 @@ from amcp.keyring import Keyring
 from amcp.store import sqlite_census as census
 from amcp.store import sqlite_rows as col
 from amcp.store import termstats
-from amcp.store.admit import scopes_text
-from amcp.store.base import ChangeOp, PutItem, PutResult
-from amcp.store.chain import link_hash
+from amcp.store.base import PutItem, PutResult
+from amcp.store.rowstate import new_row
 from amcp.store.sqlite_batch import Batch, rewrite_result
 from amcp.store.sqlite_changes import ChangeLog
 from amcp.store.sqlite_conn import SQLiteConn
@@ -100,31 +98,10 @@ class RecordWrites:
         """Add one new record's rows to ``batch``; returns its change's chain hash."""
         record = item.record
         kid = record.knowledge_id
-        body = canonical_packb(record.to_dict())
-        if item.sensitive:
-            body = self._keyring.seal(body, kid.encode())
-        details: dict[str, Any] = {
-            "checksum": record.integrity.checksum,
-            "type": record.type.value,
-            "scopes": list(record.meta.project_scope),
-            "lifecycle": item.lifecycle.value,
-        }
-        if record.integrity.envelope is not None:
-            details["envelope"] = record.integrity.envelope
-        digest = link_hash(prev, seq, item.hlc, ChangeOp.PUT.value, kid, details)
-        batch.changes.append(
-            (seq, item.hlc, ChangeOp.PUT.value, kid, canonical_packb(details), digest)
-        )
-        creator = record.meta.created_by
-        if item.sensitive:  # its salt (Memory._salted) lives only in the encrypted body
-            creator = creator.partition("#salt=")[0]
-        values = (
-            kid, record.type.value, record.kind, record.core.subject, record.meta.created_at,
-            creator, scopes_text(record.meta.project_scope),
-            item.lifecycle.value, item.hlc, None, None, item.expires_at, int(item.sensitive),
-            0.5, record.integrity.checksum, record.integrity.envelope,
-            self.content_key(record), now, seq,
-        )
+        row = new_row(item, seq=seq, prev=prev, now=now, keyring=self._keyring,
+                      content_key=self.content_key(record))
+        body, values = row.body, row.values
+        batch.changes.append(row.change)
         seal = self._verifier.sealer.seal(rowid, values, body)
         if not item.sensitive:
             self._verifier.remember_decoded(kid, seal, record)
@@ -140,7 +117,7 @@ class RecordWrites:
             batch.lexical.append((rowid, item.index_text or "", item.index_context or ""))
         if item.vector is not None:
             batch.vectors.append((rowid, vector_bytes(item.vector)))
-        return digest
+        return row.hash
 
     def _known(self, knowledge_ids: list[str]) -> dict[str, tuple[Any, ...]]:
         """(checksum, lifecycle, hlc, rowid) of those ids already stored, from rows whose

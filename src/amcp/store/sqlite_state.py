@@ -17,6 +17,7 @@ from amcp.store import sqlite_census as census
 from amcp.store import sqlite_rows as col
 from amcp.store import termpeaks, termstats
 from amcp.store.base import ChangeOp
+from amcp.store.rowstate import after_purge, after_state, after_weight, state_details, tombstone
 from amcp.store.sqlite_access import SQLiteAccess
 from amcp.store.sqlite_changes import ChangeLog
 from amcp.store.sqlite_conn import SQLiteConn
@@ -58,22 +59,12 @@ class StateChanges:
             if (row[col.LIFECYCLE] == Lifecycle.ACTIVE) != active:
                 # Leaving (or re-entering) the active set leaves (re-enters) its scopes' counts.
                 termstats.count_rows(self._db, [rowid], +1 if active else -1)
-            details = {
-                "lifecycle": lifecycle.value,
-                "reason": reason,
-                "superseded_by": superseded_by,
-            }
+            details = state_details(lifecycle, reason, superseded_by)
             seq = self._changes.append(op, knowledge_id, hlc, details)
             self._changes.count(census.LIFECYCLE + str(row[col.LIFECYCLE]), -1)
             self._changes.count(census.LIFECYCLE + lifecycle.value)
-            values = list(row[col.FACTS])
-            values[col.LIFECYCLE - 1] = lifecycle.value
-            values[col.HLC - 1] = hlc
-            if reason is not None:
-                values[col.REASON - 1] = reason
-            if superseded_by is not None:
-                values[col.SUPERSEDED_BY - 1] = superseded_by
-            values[col.CHAIN_SEQ - 1] = seq
+            values = after_state(row[col.FACTS], lifecycle=lifecycle, hlc=hlc, reason=reason,
+                                 superseded_by=superseded_by, seq=seq)
             self._rewrite(row, values, row[col.BODY])
 
     def put_tombstone(self, knowledge_id: str, *, hlc: int, reason: str | None = None) -> bool:
@@ -88,10 +79,7 @@ class StateChanges:
                 self.purge(knowledge_id, hlc=hlc, reason=reason)
                 return True
             seq = self._changes.append(ChangeOp.PURGE, knowledge_id, hlc, {"reason": reason})
-            values = (
-                knowledge_id, "KT-FACT", None, None, None, None, None, Lifecycle.PURGED.value,
-                hlc, None, reason, None, 0, 0.5, None, None, None, time.time(), seq,
-            )
+            values = tombstone(knowledge_id, hlc=hlc, reason=reason, seq=seq, now=time.time())
             # The row id is chosen here (as put_many does): the seal covers it.
             top = self._db.execute("SELECT COALESCE(MAX(rowid), 0) FROM records").fetchone()
             rowid = int(top[0]) + 1
@@ -110,13 +98,7 @@ class StateChanges:
             seq = self._changes.append(ChangeOp.PURGE, knowledge_id, hlc, {"reason": reason})
             self._changes.count(census.LIFECYCLE + str(row[col.LIFECYCLE]), -1)
             self._changes.count(census.LIFECYCLE + Lifecycle.PURGED.value)
-            values = list(row[col.FACTS])
-            for at, value in (
-                (col.LIFECYCLE, Lifecycle.PURGED.value), (col.HLC, hlc), (col.REASON, reason),
-                (col.SUBJECT, None), (col.CREATED_BY, None), (col.KIND, None),
-                (col.CONTENT_KEY, None), (col.CHAIN_SEQ, seq),
-            ):
-                values[at - 1] = value
+            values = after_purge(row[col.FACTS], hlc=hlc, reason=reason, seq=seq)
             self._rewrite(row, values, None)
             self._drop_derived(rowid)
             self._access.drop(knowledge_id)
@@ -147,8 +129,6 @@ class StateChanges:
             seq = self._changes.append(
                 ChangeOp.WEIGHT, knowledge_id, row[col.HLC], {"weight": float(weight)}
             )
-            values = list(row[col.FACTS])
-            values[col.WEIGHT - 1] = float(weight)
-            values[col.CHAIN_SEQ - 1] = seq
+            values = after_weight(row[col.FACTS], weight=weight, seq=seq)
             self._rewrite(row, values, row[col.BODY])
 

@@ -14,7 +14,6 @@ from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
-from amcp.amf.canonical import canonical_packb
 from amcp.amf.record import AMFRecord
 from amcp.amf.types import Lifecycle
 from amcp.errors import ValidationError
@@ -22,9 +21,7 @@ from amcp.keyring import Keyring
 from amcp.store import sqlite_census as census
 from amcp.store import sqlite_rows as col
 from amcp.store import termstats
-from amcp.store.admit import scopes_text
 from amcp.store.base import ChangeOp, PutItem, PutResult
-from amcp.store.chain import link_hash
 from amcp.store.postgres.access import AccessLog
 from amcp.store.postgres.changes import ChangeLog
 from amcp.store.postgres.database import Connection
@@ -33,6 +30,14 @@ from amcp.store.postgres.rows import GET_BY_ID, GET_MANY, INSERT_SEALED, UPDATE_
 from amcp.store.postgres.vectors import VectorSource
 from amcp.store.postgres.verified import RowVerifier
 from amcp.store.rowseal import SEALED, Sealer
+from amcp.store.rowstate import (
+    after_purge,
+    after_state,
+    after_weight,
+    new_row,
+    state_details,
+    tombstone,
+)
 from amcp.store.sqlite_batch import rewrite_result
 from amcp.store.sqlite_derived import event_rows, link_rows
 
@@ -129,29 +134,10 @@ class RecordWrites:
         """Add one new record's rows to ``batch``; returns its change's chain hash."""
         record = item.record
         kid = record.knowledge_id
-        body = canonical_packb(record.to_dict())
-        if item.sensitive:
-            body = self._keyring.seal(body, kid.encode())
-        details: dict[str, Any] = {
-            "checksum": record.integrity.checksum, "type": record.type.value,
-            "scopes": list(record.meta.project_scope), "lifecycle": item.lifecycle.value,
-        }
-        if record.integrity.envelope is not None:
-            details["envelope"] = record.integrity.envelope
-        digest = link_hash(prev, seq, item.hlc, ChangeOp.PUT.value, kid, details)
-        batch.changes.append(
-            (seq, item.hlc, ChangeOp.PUT.value, kid, canonical_packb(details), digest)
-        )
-        creator = record.meta.created_by
-        if item.sensitive:  # its salt (Memory._salted) lives only in the encrypted body
-            creator = creator.partition("#salt=")[0]
-        values = (
-            kid, record.type.value, record.kind, record.core.subject, record.meta.created_at,
-            creator, scopes_text(record.meta.project_scope),
-            item.lifecycle.value, item.hlc, None, None, item.expires_at, int(item.sensitive),
-            0.5, record.integrity.checksum, record.integrity.envelope,
-            self._content_key(record), now, seq,
-        )
+        row = new_row(item, seq=seq, prev=prev, now=now, keyring=self._keyring,
+                      content_key=self._content_key(record))
+        body, values = row.body, row.values
+        batch.changes.append(row.change)
         _no_nul(kid, values)
         seal = self._sealer.seal(rowid, values, body)
         if not item.sensitive:
@@ -171,7 +157,7 @@ class RecordWrites:
                                   (item.index_context or "").replace("\0", " ")))
         if item.vector is not None:
             batch.vectors.append((rowid, item.vector))
-        return digest
+        return row.hash
 
     def _write(self, conn: Connection, batch: _Batch) -> None:
         self._log.write_changes(conn, batch.changes)
@@ -226,19 +212,12 @@ class RecordWrites:
             active = lifecycle is Lifecycle.ACTIVE
             if (row[col.LIFECYCLE] == Lifecycle.ACTIVE) != active:
                 self._lexical.count_rows(conn, [row[col.ROWID]], +1 if active else -1)
-            details = {"lifecycle": lifecycle.value, "reason": reason,
-                       "superseded_by": superseded_by}
+            details = state_details(lifecycle, reason, superseded_by)
             seq = self._log.append(conn, op, knowledge_id, hlc, details)
             self._log.delta.count(census.LIFECYCLE + str(row[col.LIFECYCLE]), -1)
             self._log.delta.count(census.LIFECYCLE + lifecycle.value)
-            values = list(row[col.FACTS])
-            values[col.LIFECYCLE - 1] = lifecycle.value
-            values[col.HLC - 1] = hlc
-            if reason is not None:
-                values[col.REASON - 1] = reason
-            if superseded_by is not None:
-                values[col.SUPERSEDED_BY - 1] = superseded_by
-            values[col.CHAIN_SEQ - 1] = seq
+            values = after_state(row[col.FACTS], lifecycle=lifecycle, hlc=hlc, reason=reason,
+                                 superseded_by=superseded_by, seq=seq)
             self._rewrite(conn, row, values, row[col.BODY])
 
     def put_tombstone(self, knowledge_id: str, *, hlc: int, reason: str | None = None) -> bool:
@@ -251,10 +230,7 @@ class RecordWrites:
                 self.purge(knowledge_id, hlc=hlc, reason=reason)
                 return True
             seq = self._log.append(conn, ChangeOp.PURGE, knowledge_id, hlc, {"reason": reason})
-            values = (
-                knowledge_id, "KT-FACT", None, None, None, None, None, Lifecycle.PURGED.value,
-                hlc, None, reason, None, 0, 0.5, None, None, None, time.time(), seq,
-            )
+            values = tombstone(knowledge_id, hlc=hlc, reason=reason, seq=seq, now=time.time())
             rowid = self._log.delta.next_rowid()
             seal = self._sealer.seal(rowid, values, None)
             conn.execute(INSERT_SEALED, (rowid, *values, None, seal))
@@ -271,13 +247,7 @@ class RecordWrites:
             seq = self._log.append(conn, ChangeOp.PURGE, knowledge_id, hlc, {"reason": reason})
             self._log.delta.count(census.LIFECYCLE + str(row[col.LIFECYCLE]), -1)
             self._log.delta.count(census.LIFECYCLE + Lifecycle.PURGED.value)
-            values = list(row[col.FACTS])
-            for at, value in (
-                (col.LIFECYCLE, Lifecycle.PURGED.value), (col.HLC, hlc), (col.REASON, reason),
-                (col.SUBJECT, None), (col.CREATED_BY, None), (col.KIND, None),
-                (col.CONTENT_KEY, None), (col.CHAIN_SEQ, seq),
-            ):
-                values[at - 1] = value
+            values = after_purge(row[col.FACTS], hlc=hlc, reason=reason, seq=seq)
             self._rewrite(conn, row, values, None)
             self._drop_derived(conn, rowid)
             self._access.drop(knowledge_id)
@@ -299,7 +269,5 @@ class RecordWrites:
             seq = self._log.append(
                 conn, ChangeOp.WEIGHT, knowledge_id, row[col.HLC], {"weight": float(weight)}
             )
-            values = list(row[col.FACTS])
-            values[col.WEIGHT - 1] = float(weight)
-            values[col.CHAIN_SEQ - 1] = seq
+            values = after_weight(row[col.FACTS], weight=weight, seq=seq)
             self._rewrite(conn, row, values, row[col.BODY])
