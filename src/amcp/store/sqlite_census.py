@@ -10,20 +10,20 @@ by deltas in the transaction that changes them (``ChangeLog.count``).
 
 from __future__ import annotations
 
-import sqlite3
+from typing import Any
 
 LIFECYCLE = "lc:"  # + the lifecycle value
 EXPIRING = "expiring"
 SCOPES, TAGS, LEXICAL, VECTORS = "scope_rows", "tag_rows", "lexical_rows", "vector_rows"
 
-_INDEX_TABLES = (
-    (SCOPES, "record_scopes"), (TAGS, "record_tags"), (LEXICAL, "records_fts_docsize"),
-    (VECTORS, "vectors"),
-)
+_INDEX_TABLES = ((SCOPES, "record_scopes"), (TAGS, "record_tags"), (VECTORS, "vectors"))
 
 
-def census_of(db: sqlite3.Connection) -> dict[str, int]:
-    """The counts as the tables hold them now (call inside the caller's snapshot)."""
+def census_of(db: Any, *, lexical_table: str = "records_fts_docsize") -> dict[str, int]:
+    """The counts as the tables hold them now (call inside the caller's snapshot). ``db``
+    is any DB-API connection with ``execute`` (the statements take no parameters, so
+    SQLite and psycopg run them alike); ``lexical_table`` has one row per indexed record
+    (FTS5's docsize table here, the PostgreSQL adapter's ``lexical``)."""
     counts = {
         LIFECYCLE + str(lc): int(n)
         for lc, n in db.execute("SELECT lifecycle, COUNT(*) FROM records GROUP BY lifecycle")
@@ -31,7 +31,7 @@ def census_of(db: sqlite3.Connection) -> dict[str, int]:
     counts[EXPIRING] = int(
         db.execute("SELECT COUNT(*) FROM records WHERE expires_at IS NOT NULL").fetchone()[0]
     )
-    for key, table in _INDEX_TABLES:
+    for key, table in (*_INDEX_TABLES, (LEXICAL, lexical_table)):
         counts[key] = int(db.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0])
     return {k: v for k, v in counts.items() if v}
 

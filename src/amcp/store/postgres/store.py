@@ -122,7 +122,7 @@ class PostgresStore:
             sealer = Sealer(keyring.derive("row-seal"), self.store_id)
             self._rows.set_sealer(sealer)
             self._writes.sealer = sealer
-            self._verifier = Verifier(self._db, self._log, keyring, sealer, self._rows)
+            self._verifier = Verifier(self._db, self._log, keyring, self._rows)
             if listen:
                 self._listener = Listener(dsn, channel_of(self.store_id), self.commits.generation)
                 self._listener.start(timeout_s)
