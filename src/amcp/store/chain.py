@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from amcp.amf.canonical import canonical_packb
 from amcp.amf.ids import b64url, b64url_decode
+from amcp.errors import StoreIntegrityError
 from amcp.store import headtext
 
 if TYPE_CHECKING:
@@ -108,6 +109,17 @@ def read_head(public: Ed25519PublicKey, store_id: str, stored: str) -> Head:
     except (InvalidSignature, ValueError) as exc:
         raise ValueError("the signature on the change-log head does not verify") from exc
     return head
+
+
+def trusted_head(public: Ed25519PublicKey, store_id: str, stored: str | None) -> Head:
+    """The head a store's ``chain_head`` meta holds (the empty head when it holds none),
+    verified; StoreIntegrityError when it does not verify: the log cannot be trusted."""
+    if stored is None:
+        return EMPTY_HEAD
+    try:
+        return read_head(public, store_id, stored)
+    except ValueError as exc:
+        raise StoreIntegrityError(f"{exc}: the change log cannot be trusted") from exc
 
 
 def read_legacy_head(public: Ed25519PublicKey, store_id: str, text: str) -> tuple[int, str]:

@@ -20,10 +20,17 @@ from typing import Any
 
 from amcp.amf.canonical import canonical_packb
 from amcp.amf.ids import public_key_text
-from amcp.errors import StoreError, StoreIntegrityError
+from amcp.errors import StoreError
 from amcp.keyring import Keyring, Witness
 from amcp.store.base import ChangeOp
-from amcp.store.chain import EMPTY_HEAD, GENESIS, Head, link_hash, read_head, sign_head
+from amcp.store.chain import (
+    EMPTY_HEAD,
+    GENESIS,
+    Head,
+    link_hash,
+    sign_head,
+    trusted_head,
+)
 from amcp.store.headtext import MAC_PURPOSE
 from amcp.store.rowseal import MODULUS, as_int
 from amcp.store.sqlite_conn import SQLiteConn
@@ -155,13 +162,9 @@ class ChangeLog:
     def signed_head(self) -> Head:
         """The head as last signed (verified), read inside the caller's snapshot; the empty
         head for a store that has none yet. StoreIntegrityError if it does not verify."""
-        text = self.conn.get_meta("chain_head")
-        if text is None:
-            return EMPTY_HEAD
-        try:
-            return read_head(self.keyring.signing_key.public_key(), self.store_id, text)
-        except ValueError as exc:
-            raise StoreIntegrityError(f"{exc}: the change log cannot be trusted") from exc
+        return trusted_head(
+            self.keyring.signing_key.public_key(), self.store_id, self.conn.get_meta("chain_head")
+        )
 
     def _sign_head(self) -> None:
         """Sign the new head: the last change, and the signed row count and digest moved by

@@ -20,10 +20,16 @@ from typing import Any
 import msgpack
 
 from amcp.amf.canonical import canonical_packb
-from amcp.errors import StoreError, StoreIntegrityError
+from amcp.errors import StoreError
 from amcp.keyring import Keyring, Witness
 from amcp.store.base import Change, ChangeOp
-from amcp.store.chain import EMPTY_HEAD, GENESIS, Head, link_hash, read_head, sign_head
+from amcp.store.chain import (
+    GENESIS,
+    Head,
+    link_hash,
+    sign_head,
+    trusted_head,
+)
 from amcp.store.headtext import MAC_PURPOSE
 from amcp.store.postgres.database import Connection, Database, get_meta, put_meta
 from amcp.store.rowseal import MODULUS, as_int
@@ -144,12 +150,7 @@ class ChangeLog:
         return d.seq, d.hash, places
 
     def _head_of(self, text: str | None) -> Head:
-        if text is None:
-            return EMPTY_HEAD
-        try:
-            return read_head(self.keyring.signing_key.public_key(), self.store_id, text)
-        except ValueError as exc:
-            raise StoreIntegrityError(f"{exc}: the change log cannot be trusted") from exc
+        return trusted_head(self.keyring.signing_key.public_key(), self.store_id, text)
 
     def store_head(self, conn: Connection, head: Head) -> None:
         mac_key = self.keyring.derive(MAC_PURPOSE)
