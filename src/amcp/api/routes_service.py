@@ -15,9 +15,9 @@ def health(request: Request) -> s.HealthOut:
     """Liveness and the store's size; needs no token."""
     api = api_of(request)
     stats = api.locked(api.memory.stats)
-    # ``amcp serve`` with replication sets app.state.sync_status to the replicator's
-    # counters; a bare ``amcp http`` has none.
-    sync = getattr(request.app.state, "sync_status", None)
+    # ``amcp serve`` with replication sets it to the replicator's counters (create_app
+    # starts it as None); a bare ``amcp http`` has none.
+    sync = request.app.state.sync_status
     return s.HealthOut(
         status="ok", records=stats.records, embedding_model=stats.embedding_model,
         auth=api.access is not None, sync=sync() if sync is not None else None,

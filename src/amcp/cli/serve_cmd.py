@@ -9,16 +9,22 @@ Register in ``amcp.cli.app``::
 from __future__ import annotations
 
 import contextlib
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from amcp.cli.common import friendly, open_memory, out, store_path, warm_up
+from amcp.cli.common import friendly, open_memory, out, store_location, store_path, warm_up
 from amcp.cli.options import StoreOpt
 
 if TYPE_CHECKING:
+    import asyncio
+
+    from amcp.memory import Memory
     from amcp.node.replicator import Replicator
+    from amcp.node.server import NodeServer
+    from amcp.session import AccessPolicy
     from amcp.sync.peers import SyncConfig
 
 trust_app = typer.Typer(help="Trust anchors and node certificates (X.509, Ed25519).",
@@ -64,8 +70,7 @@ def serve(
     """Run the AMCP node (binary protocol) and the HTTP/MCP API until interrupted."""
     import asyncio  # here, not at import: `amcp --help` loads every command module
 
-    from amcp.heap import freeze_startup_heap
-    from amcp.node.runtime import stop_on_signals
+    from amcp.node.runtime import run  # uvloop when installed: ~half the loop's cost
     from amcp.node.server import NodeServer
     from amcp.session import AccessPolicy, TrustLevel
     from amcp.session.trust import load_anchors
@@ -76,7 +81,8 @@ def serve(
         access = AccessPolicy(access.grants + sync.policy_grants(), access.default)
     anchors = load_anchors(anchor) if anchor is not None else ()
     chain = cert.read_text(encoding="ascii") if cert is not None else None
-    db = store_path(store)
+    plan = _Plan(host, port, unix, http_port, store_path(store), access,
+                 str(store_location(store)), advertise)
     with open_memory(store, embedder, create=True) as mem:
         warm_up(mem)  # "listening" only once the first request can be answered at speed
         mem.flush_in_background()
@@ -84,73 +90,108 @@ def serve(
             mem, policy=access, anchors=anchors, cert_chain=chain,
             trust_level=TrustLevel.VERIFIED if chain else TrustLevel.LOCAL,
         )
-
         from amcp.node.replicator import attach
 
         replicator = attach(server, sync, advertise)
-
-        async def main() -> None:
-            await server.start(host or None, port, unix=unix)
-            await _replicate(replicator, advertise or _endpoint(host, server.port if host else 0))
-            where = [f"{host}:{server.port}"] if host else []
-            if unix is not None:
-                where.append(f"unix:{unix}")
-            out.print(f"amcp node {server.node_uri}")
-            out.print(f"store {store_path(store)}; listening on {', '.join(where)}")
-            if access is None and host and host not in ("127.0.0.1", "::1", "localhost"):
-                out.print("[yellow]warning[/yellow]: no --policy: every peer may read and write")
-            target = f'None, unix="{unix}"' if not host else f'"{host}", {server.port}'
-            out.print("connect from Python:\n"
-                      "    from amcp.node import SyncClient\n"
-                      f"    with SyncClient.connect({target}) as node:\n"
-                      "        print(node.health())\n"
-                      f"    # async: client = await amcp.node.connect({target})")
-            stop = stop_on_signals()
-            token = None
-            tasks = [asyncio.create_task(server.serve_forever())]
-            if http_port and host:
-                from amcp.agent.hooks.runtime import new_token, write_runtime
-                from amcp.api.serve import serve_http
-
-                out.print(f"HTTP API http://{host}:{http_port}/v1  (OpenAPI /openapi.json, "
-                          f"MCP streamable HTTP /mcp, web inspector /ui)")
-                token = new_token()
-                amcp_addr = (host, server.port) if server.port else None
-
-                def ready(bound: int) -> None:
-                    # Coding-agent hooks find this node (and their token) here; see
-                    # docs/hooks.md, Discovery. Removed below when the node stops.
-                    write_runtime(db, http=(host, bound), amcp=amcp_addr, token=token)
-                    freeze_startup_heap()  # everything is loaded now (amcp/heap.py)
-
-                tasks.append(asyncio.create_task(
-                    serve_http(mem, host, http_port, policy=access, hook_token=token,
-                               on_ready=ready, stop=stop,
-                               sync_status=replicator.totals)))
-            else:
-                freeze_startup_heap()
-            stopped = asyncio.create_task(stop.wait())
-            try:
-                # Until a signal, or until either server ends on its own (an HTTP port in
-                # use ends uvicorn at start-up): then everything stops, in order.
-                await asyncio.wait([stopped, *tasks], return_when=asyncio.FIRST_COMPLETED)
-                stop.set()
-                await asyncio.gather(*tasks[1:])  # uvicorn's own graceful shutdown
-            finally:
-                if token is not None:
-                    from amcp.agent.hooks.runtime import remove_runtime
-
-                    remove_runtime(db, token)
-                await replicator.close()
-                await server.close()
-                for task in (stopped, *tasks):
-                    task.cancel()
-                await asyncio.gather(stopped, *tasks, return_exceptions=True)
-
-        from amcp.node.runtime import run  # uvloop when installed: ~half the loop's cost
-
         with contextlib.suppress(KeyboardInterrupt, asyncio.CancelledError):
-            run(main())
+            run(_serve(mem, server, replicator, plan))
+
+
+@dataclass(frozen=True, slots=True)
+class _Plan:
+    """What ``amcp serve`` was asked to listen on; ``http_port`` 0 (or no TCP ``host``):
+    no HTTP API."""
+
+    host: str
+    port: int
+    unix: Path | None
+    http_port: int
+    db: Path  # the store's local anchor: where its runtime file goes
+    access: AccessPolicy | None
+    shown: str = ""  # the store as messages name it (a DSN redacted)
+    advertise: str | None = None  # where peers dial us, if not host:port
+
+
+async def _serve(
+    mem: Memory, server: NodeServer, replicator: Replicator, plan: _Plan
+) -> None:
+    """Until a signal, or until either server ends on its own (an HTTP port in use ends
+    uvicorn at start-up): then everything stops, in order."""
+    import asyncio
+
+    from amcp.heap import freeze_startup_heap
+    from amcp.node.runtime import stop_on_signals
+
+    await server.start(plan.host or None, plan.port, unix=plan.unix)
+    await _replicate(replicator, plan.advertise or _endpoint(plan.host, server.port))
+    _print_listening(server, plan)
+    stop = stop_on_signals()
+    token = None
+    tasks = [asyncio.create_task(server.serve_forever())]
+    if plan.http_port and plan.host:
+        from amcp.agent.hooks.runtime import new_token
+
+        token = new_token()
+        tasks.append(_start_http(mem, server, plan, token, stop, replicator))
+    else:
+        freeze_startup_heap()
+    stopped = asyncio.create_task(stop.wait())
+    try:
+        await asyncio.wait([stopped, *tasks], return_when=asyncio.FIRST_COMPLETED)
+        stop.set()
+        await asyncio.gather(*tasks[1:])  # uvicorn's own graceful shutdown
+    finally:
+        if token is not None:
+            from amcp.agent.hooks.runtime import remove_runtime
+
+            remove_runtime(plan.db, token)
+        await replicator.close()
+        await server.close()
+        for task in (stopped, *tasks):
+            task.cancel()
+        await asyncio.gather(stopped, *tasks, return_exceptions=True)
+
+
+def _print_listening(server: NodeServer, plan: _Plan) -> None:
+    host, unix = plan.host, plan.unix
+    where = [f"{host}:{server.port}"] if host else []
+    if unix is not None:
+        where.append(f"unix:{unix}")
+    out.print(f"amcp node {server.node_uri}")
+    out.print(f"store {plan.shown or plan.db}; listening on {', '.join(where)}")
+    if plan.access is None and host and host not in ("127.0.0.1", "::1", "localhost"):
+        out.print("[yellow]warning[/yellow]: no --policy: every peer may read and write")
+    target = f'None, unix="{unix}"' if not host else f'"{host}", {server.port}'
+    out.print("connect from Python:\n"
+              "    from amcp.node import SyncClient\n"
+              f"    with SyncClient.connect({target}) as node:\n"
+              "        print(node.health())\n"
+              f"    # async: client = await amcp.node.connect({target})")
+
+
+def _start_http(mem: Memory, server: NodeServer, plan: _Plan, token: str,
+                stop: asyncio.Event, replicator: Replicator) -> asyncio.Task[None]:
+    """The HTTP API (MCP at /mcp, the inspector at /ui, the hooks' routes) as a task."""
+    import asyncio
+
+    from amcp.agent.hooks.runtime import write_runtime
+    from amcp.api.serve import serve_http
+    from amcp.heap import freeze_startup_heap
+
+    host = plan.host
+    out.print(f"HTTP API http://{host}:{plan.http_port}/v1  (OpenAPI /openapi.json, "
+              f"MCP streamable HTTP /mcp, web inspector /ui)")
+    amcp_addr = (host, server.port) if server.port else None
+
+    def ready(bound: int) -> None:
+        # Coding-agent hooks find this node (and their token) here; see docs/hooks.md,
+        # Discovery. Removed by ``_serve`` when the node stops.
+        write_runtime(plan.db, http=(host, bound), amcp=amcp_addr, token=token)
+        freeze_startup_heap()  # everything is loaded now (amcp/heap.py)
+
+    return asyncio.create_task(
+        serve_http(mem, host, plan.http_port, policy=plan.access, hook_token=token,
+                   on_ready=ready, stop=stop, sync_status=replicator.totals))
 
 
 def sync_config(config: Path | None, peers: list[str]) -> SyncConfig:
@@ -204,9 +245,9 @@ def trust_issue(
     anchor_key: Annotated[Path, typer.Option("--anchor-key", help="Issuer private key (PEM).")],
     out_file: Annotated[Path, typer.Option("--out", help="Where to write the chain (PEM).")],
     public_key: Annotated[str | None, typer.Option(help="Peer's Ed25519 key (base64url).")] = None,
-    store: Annotated[
-        Path | None, typer.Option("--store", "-s", help="Certify this store's node key.")
-    ] = None,
+    store: Annotated[str | None, typer.Option(
+        "--store", "-s", help="Certify this store's node key (a file or postgresql:// URL).",
+    )] = None,
     node_uri: Annotated[str | None, typer.Option(help="Node URI to bind (SubjectAltName).")] = None,
     days: Annotated[int, typer.Option(help="How long the certificate is valid, in days.")] = 365,
 ) -> None:

@@ -37,9 +37,8 @@ class RecordCache:
         self.limit = limit
         self.max_catch_up = max_catch_up
         self._entries: OrderedDict[tuple[str, bool], Entry] = OrderedDict()
-        # Small derived answers (project version, open signals) keyed by the store's change
-        # watermark: any put or lifecycle change moves max_hlc, and neither answer depends
-        # on weights or access statistics, which do not.
+        # Small derived answers (project version, open signals) kept under the store's
+        # change mark (``ChangeMark``: its generation moves with every commit by anyone).
         self.memo: dict[Any, tuple[Any, Any]] = {}
         # The pre-scan's state for this store (``amcp.cse.relevance.StoreScan``: its limits,
         # its SQ8 copy, its helper thread); kept here, not in ``memo``, which is cleared
