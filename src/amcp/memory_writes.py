@@ -27,6 +27,7 @@ from amcp.store.base import ChangeOp, PutItem, PutResult, RecordFilter, Store, S
 if TYPE_CHECKING:
     import numpy as np
 
+    from amcp.firewall.contradiction import Claim
     from amcp.firewall.gate import Related
     from amcp.retrieval.embedders import Embedder
 
@@ -98,13 +99,17 @@ class WritePath:
                 )
         return replace(outcome, held=verdict.reason, beside=verdict.beside)
 
-    def _related(self, record: AMFRecord, key: str) -> list[AMFRecord]:
-        """Active records of ``record``'s scopes that best match an attribute's words."""
-        terms = query_terms(key)
+    def _related(self, record: AMFRecord, claim: Claim) -> list[AMFRecord]:
+        """Active records of ``record``'s scopes that may state ``claim``'s attribute: those
+        with its subject for a triple claim, else the best lexical matches of its words."""
+        flt = RecordFilter(scopes=record.meta.project_scope)
+        if claim.subject is not None:
+            found = self.store.query(replace(flt, subjects=(claim.subject,)), limit=RELATED)
+            return [r.record for r in found if r.record is not None]
+        terms = query_terms(claim.key)
         lexical = self.store.capabilities.lexical
         if not terms or lexical is None:
             return []
-        flt = RecordFilter(scopes=record.meta.project_scope)
         ids = [kid for kid, _s in lexical.search_lexical(build_match(terms), flt, RELATED)]
         return [r.record for r in self.store.get_many(ids) if r.record is not None
                 and r.state.lifecycle is Lifecycle.ACTIVE]
@@ -174,12 +179,14 @@ class WritePath:
         copies: list[tuple[int, int]] = []  # (index in `out`, index in `fresh`)
         present: set[str] = set()
         held: list[Verdict | None] = []  # per `fresh` entry
+        related = BatchRelated(self._related, self.firewall)
         for given, sensitive in records:
             record, existing, verdict = admit_write(
                 self.store, given, also_present=present, sealed_here=sealed_here,
-                firewall=self.firewall, related=self._related,
+                firewall=self.firewall, related=related,
             )
             present.add(record.knowledge_id)
+            related.admitted(record, verdict)
             if existing is not None:
                 out.append(WriteOutcome(record.knowledge_id, Status.OK, existing.state.hlc))
                 continue
@@ -299,6 +306,30 @@ class WritePath:
         return [(kid, round(s, 4)) for kid, s in hits if s >= NEAR_DUPLICATE]
 
 
+class BatchRelated:
+    """``put_many``'s contradiction candidates: the store's, and the records admitted
+    earlier in the same batch that will stand (two records of one import or one sync batch
+    can contradict each other, and neither is stored yet when the other is screened)."""
+
+    def __init__(self, stored: Related, firewall: Firewall | None) -> None:
+        self._stored = stored
+        self._firewall = firewall
+        self._by_key: dict[str, list[AMFRecord]] = {}
+
+    def __call__(self, record: AMFRecord, claim: Claim) -> list[AMFRecord]:
+        scopes = set(record.meta.project_scope)
+        mine = [r for r in self._by_key.get(claim.key, ()) if scopes & set(r.meta.project_scope)]
+        return [*self._stored(record, claim), *mine]
+
+    def admitted(self, record: AMFRecord, verdict: Verdict | None) -> None:
+        """Note a record the batch stores active (a held one stands beside nothing)."""
+        if self._firewall is None or verdict is None or verdict.lifecycle is Lifecycle.DRAFT:
+            return
+        claim = self._firewall.claim(record)
+        if claim is not None:
+            self._by_key.setdefault(claim.key, []).append(record)
+
+
 def admit_write(
     store: Store,
     record: AMFRecord | Mapping[str, Any],
@@ -359,4 +390,4 @@ def _expiry(record: AMFRecord) -> float | None:
     return parse_ts(record.meta.created_at).timestamp() + float(ttl)
 
 
-__all__ = ["NEAR_DUPLICATE", "WriteOutcome", "WritePath", "admit_write"]
+__all__ = ["NEAR_DUPLICATE", "BatchRelated", "WriteOutcome", "WritePath", "admit_write"]

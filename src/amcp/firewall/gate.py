@@ -28,9 +28,10 @@ from amcp.firewall.trust import Trust, Verification
 if TYPE_CHECKING:
     from amcp.amf.record import AMFRecord
 
-# Candidates for a contradiction: records of the same scope found by a lexical search for
-# the attribute's words (given by the write path, which owns the searcher).
-Related = Callable[["AMFRecord", str], Iterable["AMFRecord"]]
+# Candidates for a contradiction: records of the same scope that may state the same claim —
+# by subject for a triple claim, else by a lexical search for the attribute's words (given
+# by the write path, which owns the store and the searcher).
+Related = Callable[["AMFRecord", contradiction.Claim], Iterable["AMFRecord"]]
 _CACHE = 8192  # trust of records read lately; ~200 bytes each
 
 
@@ -163,25 +164,35 @@ class Firewall:
             return Verdict(trust)
         return self._contradiction(record, trust, related)
 
+    @staticmethod
+    def claim(record: AMFRecord) -> contradiction.Claim | None:
+        """What ``record`` states the value of, if anything (``contradiction.claim_for``)."""
+        return contradiction.claim_for(record, signed_text(record))
+
     def _contradiction(self, record: AMFRecord, trust: Trust, related: Related) -> Verdict:
-        mine = contradiction.claim_of(signed_text(record))
+        mine = self.claim(record)
         if mine is None:
             return Verdict(trust)
         named = record.causal.supersedes if record.causal else None
-        for old in related(record, mine.key):
+        for old in related(record, mine):
             if old.knowledge_id in (record.knowledge_id, named):
                 continue
-            theirs = contradiction.claim_of(signed_text(old))
+            theirs = self.claim(old)
             if theirs is None or not contradiction.contradicts(mine, theirs):
                 continue
             held = self.trust(old)
-            if trust.tier > held.tier:
-                continue  # more trusted than what it contradicts: stored as usual
+            if trust.tier > held.tier or (trust.tier == held.tier and mine.subject):
+                # More trusted than what it contradicts: stored as usual. A triple of equal
+                # trust too: structured writers (capture, importers, wire clients) use a
+                # subject as a category ("User.Credential.password" of two machines), and
+                # one that replaces names ``causal.supersedes``; both stand meanwhile.
+                continue
             why = "lower trust than" if trust.tier < held.tier else "does not supersede"
+            # The reason goes into the signed log in clear: it names the attribute, never a
+            # value (a sensitive record's value is encrypted at rest, and must stay so).
             return Verdict(trust, Lifecycle.DRAFT,
-                           f"contradicts {old.knowledge_id} ({mine.key}: {theirs.value!r}) and "
-                           f"{why} it: a pending candidate until the user confirms",
-                           old.knowledge_id)
+                           f"contradicts {old.knowledge_id} on {mine.key!r} and {why} it: "
+                           "a pending candidate until the user confirms", old.knowledge_id)
         return Verdict(trust)
 
 
