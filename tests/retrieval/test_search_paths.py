@@ -4,6 +4,7 @@ vector index snapshot beside the store, and the index following the change log."
 from __future__ import annotations
 
 import os
+import re
 import shutil
 from pathlib import Path
 
@@ -80,45 +81,53 @@ def test_lexical_fast_path_equals_join(tmp_path: Path) -> None:
         assert store.capabilities.lexical.search_lexical('"nosuchterm"', flt, 10) == []
 
 
-def test_broad_lexical_page_is_shallow_until_too_few_pass(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def _ranking_pages(store: SQLiteStore) -> list[tuple[str | None, int]]:
+    """Every BM25 page the store asks FTS5 for from now on: (the scope list it is drawn from,
+    or None for the store-wide page; the LIMIT), read from the statements SQLite runs."""
+    pages: list[tuple[str | None, int]] = []
+    scoped = re.compile(r"WHERE s\.scope IN \(([^)]*)\) AND s\.rid = records_fts\.rowid")
+
+    def seen(sql: str) -> None:
+        if "FROM records_fts WHERE records_fts MATCH" in sql and "ORDER BY score" in sql:
+            m = scoped.search(sql)
+            pages.append((m[1] if m else None, int(sql.rsplit("LIMIT", 1)[1])))
+
+    store.conn.db.set_trace_callback(seen)
+    return pages
+
+
+def test_broad_lexical_page_is_shallow_until_too_few_pass(tmp_path: Path) -> None:
     """A broad filter asks the ranking for the head it checks first (k + k/2 + 8 rows) and
     for the full probe only when too few of that head pass."""
     with Memory(tmp_path / "m.db", embedder="hashing") as mem:
         _fill(mem, 400)
         store = mem.store
         assert isinstance(store, SQLiteStore)
-        asked: list[int] = []
-        plain = store.lexical._ranked
-
-        def ranked(terms: str, n: int, weight: float) -> list[tuple[int, float]]:
-            asked.append(n)
-            return plain(terms, n, weight)
-
-        monkeypatch.setattr(store.lexical, "_ranked", ranked)
         terms, flt = build_match(["postgr", "pool"]), RecordFilter(now=1e9)
+        pages = _ranking_pages(store)
         first = store.capabilities.lexical.search_lexical(terms, flt, 10)
-        assert asked == [10 + 5 + 8] and len(first) == 10
+        assert [n for _s, n in pages] == [10 + 5 + 8] and len(first) == 10
         for kid, _s in store.capabilities.lexical.search_lexical(terms, flt, 20):
             mem.invalidate(kid, "stale")
-        asked.clear()
+        pages.clear()
         got = store.capabilities.lexical.search_lexical(terms, flt, 10)
-        assert asked == [23, 200]
+        assert [n for _s, n in pages] == [23, 200]
+        store.conn.db.set_trace_callback(None)
         assert got == _joined(store, terms, flt, 10)
 
 
-def test_scoped_lexical_page_from_the_scope_equals_join(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_scoped_lexical_page_from_the_scope_equals_join(tmp_path: Path) -> None:
     """A scope with a small share of the store draws its page from its own matches; the
     hits are the joined query's, with other conditions too, and a large scope (or many)
     keeps the store-wide page."""
     from amcp.amf.types import KnowledgeType
-    from amcp.store import fts_rank
+    from amcp.keyring import Keyring
+    from amcp.store.tuning import Pruning, SQLiteTuning
 
-    monkeypatch.setattr(fts_rank, "MIN_ROWS", 0)  # the path is for 20k+ rows; force it here
-    with Memory(tmp_path / "m.db", embedder="hashing") as mem:
+    path = tmp_path / "m.db"  # the scope-drawn path is for 20k+ rows; let it in here
+    eager = SQLiteStore(path, Keyring(tmp_path / "keys"),
+                        tuning=SQLiteTuning(pruning=Pruning(min_rows=0)))
+    with Memory(path, embedder="hashing", store=eager) as mem:
         out = mem.remember_many(
             {
                 "text": f"{TOPICS[i % 6]} needs connection pooling tweak {i} for service {i % 17}",
@@ -131,9 +140,7 @@ def test_scoped_lexical_page_from_the_scope_equals_join(
             mem.invalidate(o.knowledge_id, "stale")
         store = mem.store
         assert isinstance(store, SQLiteStore)
-        used: list[list[str] | None] = []
-        narrow = store.lexical._narrow_scopes
-        monkeypatch.setattr(store.lexical, "_narrow_scopes", lambda f: used.append(narrow(f)) or used[-1])
+        pages = _ranking_pages(store)
         flts = [
             RecordFilter(scopes=("team:2",), now=1e9),
             RecordFilter(scopes=("team:4", "team:6"), now=1e9),
@@ -147,8 +154,11 @@ def test_scoped_lexical_page_from_the_scope_equals_join(
                     assert store.capabilities.lexical.search_lexical(terms, flt, k, context_weight=0.5) == _joined(
                         store, terms, flt, k
                     ), (terms, flt, k)
-        assert used[0] == ["team:2", "*"]
-        assert ["big", "*"] not in used and None in used  # half the store: the plain page
+        store.conn.db.set_trace_callback(None)
+        drawn = [scopes for scopes, _n in pages]
+        assert drawn[0] == "'team:2','*'"
+        assert not any(s and "'big'" in s for s in drawn)  # half the store: the plain page
+        assert None in drawn
         assert store.capabilities.lexical.search_lexical('"nosuchterm"', flts[0], 10) == []
 
 

@@ -9,9 +9,11 @@ from pathlib import Path
 
 import pytest
 
+from amcp.keyring import Keyring
 from amcp.memory import Memory
 from amcp.store import sqlite as sqlite_mod
-from amcp.store import sqlite_access
+from amcp.store.sqlite import SQLiteStore
+from amcp.store.tuning import AccessFlush, SQLiteTuning
 
 
 def _on_disk(path: Path, kid: str) -> tuple[int, int]:
@@ -24,6 +26,24 @@ def _on_disk(path: Path, kid: str) -> tuple[int, int]:
             "ON r.rowid=a.rid WHERE r.knowledge_id=?", (kid,)
         ).fetchone()[0]
     return int(count), int(daily)
+
+
+class Clock:
+    """A monotonic clock the test moves."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def tuned(tmp_path: Path, **flush: object) -> Memory:
+    """A Memory whose store flushes access counts by ``AccessFlush(**flush)``."""
+    path = tmp_path / "m.db"
+    store = SQLiteStore(path, Keyring(tmp_path / "keys"),
+                        tuning=SQLiteTuning(access=AccessFlush(**flush)))  # type: ignore[arg-type]
+    return Memory(path, embedder="hashing", store=store)
 
 
 @pytest.fixture
@@ -64,20 +84,23 @@ def test_close_writes_them(tmp_path: Path) -> None:
         again.close()
 
 
-def test_flush_by_count_and_by_age(mem: Memory, tmp_path: Path,
-                                   monkeypatch: pytest.MonkeyPatch) -> None:
+def test_flush_by_count_and_by_age(tmp_path: Path) -> None:
+    clock = Clock()
+    mem = tuned(tmp_path, after_n=3, clock=clock)
     kids = [mem.remember(f"fact number {i}", scope="p").knowledge_id for i in range(3)]
-    monkeypatch.setattr(sqlite_access, "_ACCESS_FLUSH_N", 3)
     mem.read(kids[:2])
     assert _on_disk(tmp_path / "m.db", kids[0]) == (0, 0)
     mem.read(kids[2:])  # the third distinct record reaches the threshold
     assert _on_disk(tmp_path / "m.db", kids[0]) == (1, 1)
     assert _on_disk(tmp_path / "m.db", kids[2]) == (1, 1)
-    monkeypatch.setattr(sqlite_access, "_ACCESS_FLUSH_S", 0.0)
-    mem.read(kids[:1])
+    mem.read(kids[:1])  # one pending, for less than a second: stays buffered
+    assert _on_disk(tmp_path / "m.db", kids[0]) == (1, 1)
+    clock.now += 1.0
+    mem.read(kids[1:2])  # the buffer is a second old now
     assert _on_disk(tmp_path / "m.db", kids[0]) == (2, 2)
     got = mem.store.get(kids[0])
     assert got is not None and got.state.access_count == 2  # not double counted
+    mem.close()
 
 
 def test_purge_drops_buffered_counts(mem: Memory, tmp_path: Path) -> None:
@@ -119,10 +142,9 @@ def _wait_on_disk(path: Path, kid: str, want: tuple[int, int]) -> tuple[int, int
     return got
 
 
-def test_background_flusher_writes_due_counts(mem: Memory, tmp_path: Path,
-                                              monkeypatch: pytest.MonkeyPatch) -> None:
+def test_background_flusher_writes_due_counts(tmp_path: Path) -> None:
+    mem = tuned(tmp_path, after_n=3)
     kids = [mem.remember(f"fact number {i}", scope="p").knowledge_id for i in range(3)]
-    monkeypatch.setattr(sqlite_access, "_ACCESS_FLUSH_N", 3)
     mem.flush_in_background()
     first = mem.store.access._flusher
     mem.flush_in_background()  # idempotent: one thread
@@ -138,16 +160,14 @@ def test_background_flusher_writes_due_counts(mem: Memory, tmp_path: Path,
     assert mem.store.access._flusher is None  # joined
 
 
-def test_a_reader_flushes_inline_when_the_flusher_is_far_behind(
-    mem: Memory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_reader_flushes_inline_when_the_flusher_is_far_behind(tmp_path: Path) -> None:
+    mem = tuned(tmp_path, after_n=2, inline_n=3)
     kids = [mem.remember(f"fact number {i}", scope="p").knowledge_id for i in range(3)]
-    monkeypatch.setattr(sqlite_access, "_ACCESS_FLUSH_N", 2)
-    monkeypatch.setattr(sqlite_access, "_ACCESS_INLINE_N", 3)
     mem.flush_in_background()
     with mem.store.conn.lock:  # hold the flusher off: it needs the store's lock to write
         mem.read(kids)  # three pending: past the inline bound, so this read writes them
         assert _on_disk(tmp_path / "m.db", kids[0]) == (1, 1)
+    mem.close()
 
 
 def test_raw_bodies_reuses_no_stale_state(mem: Memory) -> None:

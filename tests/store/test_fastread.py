@@ -13,7 +13,6 @@ from amcp.memory import Memory
 from amcp.retrieval.fastsearch import fast_search
 from amcp.retrieval.lexical_recall import LEXICAL_DEFAULTS
 from amcp.retrieval.search import SearchTuning
-from amcp.store import fastread
 from amcp.store.base import RecordFilter
 from amcp.store.fastread import FastReader, StaleStore, Unreconciled
 
@@ -79,14 +78,13 @@ def test_sensitive_hit_is_redacted(store: Path) -> None:
                                                (("project:p", "user:bob"), ("preference",
                                                                             "fact"))])
 def test_ranked_is_the_stores_ranked_order(store: Path, scopes: tuple[str, ...],
-                                           kinds: tuple[str, ...] | None, small_scope: int,
-                                           monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(fastread, "SMALL_SCOPE", small_scope)
+                                           kinds: tuple[str, ...] | None,
+                                           small_scope: int) -> None:
     with Memory(store, embedder=None, check_embedder=False) as mem:
         rows = mem.store.states(RecordFilter(scopes=scopes, kinds=kinds), limit=500,
                                 ranked=True)
         want = [r.knowledge_id for r in rows if not r.state.sensitive][:40]
-    with FastReader(store) as reader:
+    with FastReader(store, small_scope=small_scope) as reader:
         got = reader.ranked(scopes, 40, kinds=kinds)
     assert [r.knowledge_id for r in got] == want
     assert all(not r.sensitive for r in got)

@@ -9,23 +9,33 @@ from pathlib import Path
 
 import pytest
 
+from amcp.keyring import Keyring
 from amcp.memory import Memory
 from amcp.retrieval.lexical import build_match
 from amcp.store import fts_rank, termpeaks
 from amcp.store.base import RecordFilter
 from amcp.store.fts_rank import TermCounts
 from amcp.store.sqlite import SQLiteStore
+from amcp.store.tuning import Pruning, SQLiteTuning
 
 COMMON = ["rate", "limit", "retry", "backoff", "pool"]
 RARE = ["kafka", "redis", "nginx", "django", "spark", "airflow"]
 FILLER = ["alpha", "beta", "gamma", "delta", "noted", "service", "ticket"]
 
 
-@pytest.fixture
-def eager(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Prune on any table: the real thresholds only let it in from 20k rows."""
-    monkeypatch.setattr(fts_rank, "MIN_ROWS", 0)
-    monkeypatch.setattr(fts_rank, "MIN_MATCHES", 0)
+# Prune on any table: the real thresholds only let it in from 20k rows.
+EAGER = Pruning(min_rows=0, min_matches=0)
+
+
+def _ranked(*args: object, **kw: object) -> list[tuple[int, float]] | None:
+    return fts_rank.ranked(*args, worth=EAGER, **kw)  # type: ignore[arg-type]
+
+
+def _memory(tmp_path: Path, pruning: Pruning = EAGER) -> Memory:
+    """A Memory over a store that prunes by ``pruning``."""
+    path = tmp_path / "m.db"
+    store = SQLiteStore(path, Keyring(tmp_path / "keys"), tuning=SQLiteTuning(pruning=pruning))
+    return Memory(path, embedder="hashing", store=store)
 
 
 def _table(rows: int, seed: int = 3) -> sqlite3.Connection:
@@ -75,7 +85,6 @@ QUERIES = [
 ]
 
 
-@pytest.mark.usefixtures("eager")
 @pytest.mark.parametrize("weight", [0.5, 1.0, 0.0])
 def test_pruned_page_equals_plain_query(weight: float) -> None:
     db = _table(3000)
@@ -86,7 +95,7 @@ def test_pruned_page_equals_plain_query(weight: float) -> None:
         for n in (1, 10, 50, 200, 800):
             plain = db.execute(fts_rank.PLAIN_SQL, [weight, match, n]).fetchall()
             for shortest in (floor, 0):
-                got = fts_rank.ranked(db, match, n, (1.0, weight), lambda _c, s=shortest: s)
+                got = _ranked(db, match, n, (1.0, weight), lambda _c, s=shortest: s)
                 if got is not None:
                     pruned += 1
                     assert got == plain, (terms, n, shortest)  # same rows, scores, order
@@ -102,19 +111,19 @@ def test_shortest_row_bounds_every_row() -> None:
     assert fts_rank.shortest_row(db, 500, 2) == 1
 
 
-def test_not_pruned_where_it_cannot_apply(eager: None) -> None:
+def test_not_pruned_where_it_cannot_apply() -> None:
     db = _table(300)
     w = (1.0, 0.5)
     one = lambda _c: 0  # noqa: E731
-    assert fts_rank.ranked(db, '"kafka"', 10, w, one) is None  # one term: nothing to split
-    assert fts_rank.ranked(db, '"kafka" AND "rate"', 10, w, one) is None  # not a plain OR
-    assert fts_rank.ranked(db, '"kafka" OR "kafka"', 10, w, one) is None  # repeated term
-    assert fts_rank.ranked(db, '"kafka" OR "nosuchterm"', 10, w, one) is None  # unknown
-    assert fts_rank.ranked(db, '"kafka" OR "rate"', 10, (1.0, -1.0), one) is None
-    assert fts_rank.ranked(db, '"kafka" OR "rate"', 0, w, one) is None
+    assert _ranked(db, '"kafka"', 10, w, one) is None  # one term: nothing to split
+    assert _ranked(db, '"kafka" AND "rate"', 10, w, one) is None  # not a plain OR
+    assert _ranked(db, '"kafka" OR "kafka"', 10, w, one) is None  # repeated term
+    assert _ranked(db, '"kafka" OR "nosuchterm"', 10, w, one) is None  # unknown
+    assert _ranked(db, '"kafka" OR "rate"', 10, (1.0, -1.0), one) is None
+    assert _ranked(db, '"kafka" OR "rate"', 0, w, one) is None
     db.execute("INSERT INTO records_fts(rowid, terms, context) VALUES (9999, 'kafka', '')")
     assert db.in_transaction
-    assert fts_rank.ranked(db, '"kafka" OR "rate"', 10, w, one) is None  # totals lag
+    assert _ranked(db, '"kafka" OR "rate"', 10, w, one) is None  # totals lag
 
 
 def test_or_terms_parses_only_plain_disjunctions() -> None:
@@ -133,9 +142,8 @@ def test_varints_and_idf() -> None:
     assert fts_rank.term_bound(2.0, 0.0, 10, 10.0) == 0.0
 
 
-@pytest.mark.usefixtures("eager")
 def test_store_lexical_search_unchanged_and_floor_follows_writes(tmp_path: Path) -> None:
-    with Memory(tmp_path / "m.db", embedder="hashing") as mem:
+    with _memory(tmp_path) as mem:
         mem.remember_many(
             {"text": f"{RARE[i % 6]} needs rate limits and retry backoff tweak {i}"}
             for i in range(300)
@@ -203,11 +211,8 @@ def test_term_counts_are_kept_across_queries_until_the_index_changes(tmp_path: P
         store.conn.db.set_trace_callback(None)
 
 
-def test_term_counts_kept_are_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from amcp.store import sqlite_lexical
-
-    monkeypatch.setattr(sqlite_lexical, "_VOCAB_KEEP", 3)
-    with Memory(tmp_path / "m.db", embedder=None) as mem:
+def test_term_counts_kept_are_bounded(tmp_path: Path) -> None:
+    with _memory(tmp_path, Pruning(vocab_keep=3)) as mem:
         store = mem.store
         assert isinstance(store, SQLiteStore)
         mem.remember("alpha beta gamma delta")
@@ -226,7 +231,6 @@ def _with_ceilings(db: sqlite3.Connection) -> Callable[[Sequence[str]], dict[str
     }
 
 
-@pytest.mark.usefixtures("eager")
 @pytest.mark.parametrize("weight", [0.5, 1.0, 0.0])
 def test_ceilings_keep_the_page_exact_and_skip_more(weight: float) -> None:
     db = _table(3000)
@@ -247,7 +251,7 @@ def test_ceilings_keep_the_page_exact_and_skip_more(weight: float) -> None:
             plain = db.execute(fts_rank.PLAIN_SQL, [weight, match, n]).fetchall()
             for name, vocab in vocabs.items():
                 who[0] = name
-                got = fts_rank.ranked(db, match, n, (1.0, weight), lambda _c: floor, vocab)
+                got = _ranked(db, match, n, (1.0, weight), lambda _c: floor, vocab)
                 if got is not None:
                     assert got == plain, (terms, n, name)  # same rows, scores, order
     db.set_trace_callback(None)

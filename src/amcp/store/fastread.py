@@ -61,8 +61,9 @@ if TYPE_CHECKING:
     # moment expiry is judged at (active and unexpired is implied).
     Where = tuple[Sequence[str], float]
 
-# A scope with at most this many records is read row by row and sorted: cheaper than
-# walking the ranked index past the records of other scopes (see FastReader.ranked).
+# The default of FastReader(small_scope=): a scope with at most this many records is read
+# row by row and sorted, cheaper than walking the ranked index past the records of other
+# scopes (see FastReader.ranked).
 SMALL_SCOPE = 256
 _GENESIS = "0" * 64  # amcp.store.chain.GENESIS (that module needs dataclasses)
 
@@ -106,8 +107,10 @@ class FastReader:
 
     def __init__(self, path: StrPath, *, timeout_s: float = 0.25,
                  key_dir: StrPath | None = None,
-                 witness_dirs: Sequence[StrPath] | None = None) -> None:
+                 witness_dirs: Sequence[StrPath] | None = None,
+                 small_scope: int = SMALL_SCOPE) -> None:
         self.path = os.fspath(path)
+        self.small_scope = small_scope
         self.key_dir = (os.fspath(key_dir) if key_dir is not None
                         else os.path.join(os.path.dirname(self.path), "keys"))
         if witness_dirs is None:
@@ -350,13 +353,13 @@ class FastReader:
         walks the pointer-tier index (migration 5) in order and stops at the limit; a small
         one (where that walk would pass most of the index before finding enough) reads its
         few rows and sorts them. Either way the work is bounded by about
-        ``max(SMALL_SCOPE, limit / share of the scope)`` entries, not the store's size."""
+        ``max(small_scope, limit / share of the scope)`` entries, not the store's size."""
         if not scopes or limit <= 0:
             return []
         wanted = (*scopes, "*")
         size = self._q(f"SELECT COUNT(*) FROM record_scopes WHERE scope IN "
                        f"({_marks(len(wanted))})", wanted)[0][0]
-        if size <= SMALL_SCOPE:
+        if size <= self.small_scope:
             index = "NOT INDEXED"  # the rowid list from record_scopes drives the query
         elif kinds is not None and len(kinds) == 1:
             index = "INDEXED BY records_ranked_kind"

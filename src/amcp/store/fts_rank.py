@@ -29,8 +29,11 @@ import math
 import re
 import sqlite3
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from itertools import combinations
 from typing import NamedTuple
+
+from amcp.store.tuning import Pruning
 
 # FTS5's bm25() constants (fts5_aux.c); not configurable there either.
 K1 = 1.2
@@ -40,11 +43,8 @@ _QUOTED = r'"(?:[^"]|"")*"'
 _OR_OF_TERMS = re.compile(rf"{_QUOTED}(?: OR {_QUOTED})*")
 _TERM = re.compile(r'"((?:[^"]|"")*)"')
 
-# Below this many matches in all (the sum of the terms' document counts) the plain query
-# costs a few milliseconds at most: not worth the extra statements.
-MIN_MATCHES = 8_000
-# Nor in a table this small (checked first: the term counts cost a doclist walk each).
-MIN_ROWS = 20_000
+# When pruning is worth its extra statements: ``tuning.Pruning`` (min_rows, min_matches),
+# passed in by the adapter.
 # Term sets grow as 2^terms; the query side keeps at most 8 terms, most queries 2-4.
 MAX_TERMS = 6
 # Parts asked before giving up on pruning (the plain query then answers): each part is one
@@ -194,19 +194,27 @@ def _vocab(db: sqlite3.Connection) -> Callable[[Sequence[str]], dict[str, TermCo
     return lookup
 
 
-def ranked(
+@dataclass(frozen=True, slots=True)
+class _Collection:
+    """What pruning needs to know of the table and the query's terms."""
+
+    terms: tuple[str, ...]
+    rows: int
+    columns: int
+    avgdl: float
+    stats: dict[str, TermCounts]
+
+
+def _collection(
     db: sqlite3.Connection,
     match: str,
     n: int,
     weights: tuple[float, float],
-    shortest: Callable[[int], int],
-    vocab: Callable[[Sequence[str]], dict[str, TermCounts]] | None = None,
-) -> list[tuple[int, float]] | None:
-    """The best ``n`` ``(rowid, bm25)`` of ``match`` (bm25 lower-is-better, ties by rowid),
-    exactly as ``PLAIN_SQL`` gives them, or None where pruning is not worth it (the caller
-    then runs ``PLAIN_SQL``). ``shortest(columns)`` bounds the rows' token counts from below
-    (``shortest_row`` over the table, cached by the caller; 0 is always safe);
-    ``vocab(terms)`` gives each known term's counts (without ceilings by default)."""
+    vocab: Callable[[Sequence[str]], dict[str, TermCounts]] | None,
+    worth: Pruning,
+) -> _Collection | None:
+    """The table's totals and the terms' counts, or None where pruning cannot be exact or
+    is not worth it."""
     terms = or_terms(match)
     if terms is None or not 2 <= len(terms) <= MAX_TERMS or len(set(terms)) != len(terms):
         return None
@@ -216,28 +224,54 @@ def ranked(
         return None  # FTS5 writes its row totals at commit: in a transaction they lag
     blob = db.execute("SELECT block FROM records_fts_data WHERE id = 1").fetchone()
     totals = _varints(bytes(blob[0])) if blob else []
-    if len(totals) < 2:
-        return None
-    rows, tokens = totals[0], sum(totals[1:])
-    if rows < MIN_ROWS:
+    if len(totals) < 2 or totals[0] < worth.min_rows:
         return None
     stats = (vocab or _vocab(db))(terms)
     if len(stats) != len(terms):  # a term FTS5 would tokenise differently: not ours to bound
         return None
-    if sum(c.docs for c in stats.values()) < MIN_MATCHES:
+    if sum(c.docs for c in stats.values()) < worth.min_matches:
         return None
-    avgdl = tokens / rows
-    floor = shortest(len(totals) - 1)
+    rows = totals[0]
+    return _Collection(tuple(terms), rows, len(totals) - 1, sum(totals[1:]) / rows, stats)
+
+
+def _parts(
+    col: _Collection, weights: tuple[float, float], floor: int
+) -> list[tuple[float, tuple[str, ...]]]:
+    """Every subset of the terms with its score bound, best bound first; ties keep the
+    larger sets first (cheaper AND parts), each in the query's term order."""
     bound = {
-        t: term_bound(idf(rows, c.docs), c.most(weights), floor, avgdl) for t, c in stats.items()
+        t: term_bound(idf(col.rows, c.docs), c.most(weights), floor, col.avgdl)
+        for t, c in col.stats.items()
     }
-    # Term sets, best bound first; ties keep the larger sets first (cheaper AND parts).
     parts = [
         (sum(bound[t] for t in held), held)
-        for size in range(len(terms), 0, -1)
-        for held in combinations(terms, size)  # keeps the query's term order
+        for size in range(len(col.terms), 0, -1)
+        for held in combinations(col.terms, size)
     ]
     parts.sort(key=lambda p: -p[0])
+    return parts
+
+
+def ranked(
+    db: sqlite3.Connection,
+    match: str,
+    n: int,
+    weights: tuple[float, float],
+    shortest: Callable[[int], int],
+    vocab: Callable[[Sequence[str]], dict[str, TermCounts]] | None = None,
+    worth: Pruning | None = None,
+) -> list[tuple[int, float]] | None:
+    """The best ``n`` ``(rowid, bm25)`` of ``match`` (bm25 lower-is-better, ties by rowid),
+    exactly as ``PLAIN_SQL`` gives them, or None where pruning is not worth it (the caller
+    then runs ``PLAIN_SQL``). ``shortest(columns)`` bounds the rows' token counts from below
+    (``shortest_row`` over the table, cached by the caller; 0 is always safe);
+    ``vocab(terms)`` gives each known term's counts (without ceilings by default);
+    ``worth``: from what size pruning pays (``Pruning()`` by default)."""
+    col = _collection(db, match, n, weights, vocab, worth or Pruning())
+    if col is None:
+        return None
+    rows, stats, terms = col.rows, col.stats, col.terms
     # What scoring costs, in rows scored. The plain query scores every match; a part about
     # its own rows, guessed as if terms occurred independently, scaled by how far the first
     # part (every term) outgrew that guess (query terms go together: "rate limits"), and
@@ -249,7 +283,7 @@ def ranked(
     together = 1.0
     spent = 0.0
     found: list[tuple[int, float]] = []
-    for asked, (top, held) in enumerate(parts):
+    for asked, (top, held) in enumerate(_parts(col, weights, shortest(col.columns))):
         if len(found) >= n:
             nth = -found[n - 1][1]  # the n-th best score, as a positive number
             if top * (1 + _MARGIN) + _MARGIN < nth:

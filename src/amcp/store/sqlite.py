@@ -54,6 +54,7 @@ from amcp.store.sqlite_state import StateChanges
 from amcp.store.sqlite_vectors import SQLiteVectors
 from amcp.store.sqlite_verified import Verifier
 from amcp.store.sqlite_verify import verify_since_mark, verify_store
+from amcp.store.tuning import SQLiteTuning
 from amcp.store.walwatch import WalWatch
 
 if TYPE_CHECKING:
@@ -96,8 +97,10 @@ class SQLiteStore:
         *,
         verify_on_open: bool = True,
         lock_timeout_s: float = 5.0,
+        tuning: SQLiteTuning | None = None,
     ) -> None:
         self.path = Path(path)
+        self.tuning = tuning or SQLiteTuning()
         self.keyring = keyring
         self.conn, version = _open(self.path, lock_timeout_s, verify_on_open)
         self.log = ChangeLog(self.conn, keyring)
@@ -122,10 +125,10 @@ class SQLiteStore:
     def _compose(self, sealer: Sealer) -> None:
         conn, log = self.conn, self.log
         memo = RowidMemo()
-        self.access = SQLiteAccess(conn, log)
+        self.access = SQLiteAccess(conn, log, self.tuning.access)
         self.verifier = Verifier(conn.lock, sealer, self.keyring, self.access.state, conn.db)
         self.vectors = SQLiteVectors(conn, log, self.verifier, memo)
-        self.lexical = SQLiteLexical(conn, self.vectors)
+        self.lexical = SQLiteLexical(conn, self.vectors, self.tuning.pruning)
         self.feed = SQLiteFeed(conn, self.store_id)
         self.bodies = SQLiteBodies(conn, self.verifier, self.access, memo)
         self._writes = RecordWrites(

@@ -9,22 +9,17 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Container, Sequence
 
 from amcp.amf.types import Lifecycle
 from amcp.store.base import RecordState
 from amcp.store.sqlite_changes import ChangeLog
 from amcp.store.sqlite_conn import SQLiteConn
+from amcp.store.tuning import AccessFlush
 
 _DAY = 86_400
 # Lifecycle(value) runs Enum's Python-level lookup; every row read builds one.
 _LIFECYCLES = {lc.value: lc for lc in Lifecycle}
-_ACCESS_FLUSH_S = 1.0  # buffered access counts reach the file at most this late
-_ACCESS_FLUSH_N = 512  # ... or once this many records have buffered counts
-# With a background flusher a reader writes only if the flusher has fallen this far behind
-# (the buffer is bounded either way).
-_ACCESS_INLINE_N = 4 * _ACCESS_FLUSH_N
 # Stored windowed counts (``access_count_since``) remembered, until anything is committed:
 # every read a node serves reports its record's 7-day count, and the query for it was a
 # tenth of a MEMORY_READ's server CPU.
@@ -54,7 +49,9 @@ class SQLiteAccess:
     """Access counts: buffered per record, flushed in one transaction, added to every
     state a read builds (``state``)."""
 
-    def __init__(self, conn: SQLiteConn, changes: ChangeLog) -> None:
+    def __init__(self, conn: SQLiteConn, changes: ChangeLog,
+                 flush: AccessFlush | None = None) -> None:
+        self._flush = flush or AccessFlush()
         self._conn = conn
         self._lock = conn.lock
         self._changes = changes
@@ -109,7 +106,7 @@ class SQLiteAccess:
 
     def touch(self, knowledge_ids: Sequence[str], when: float) -> None:
         """Count an access. Counts are buffered and written in one transaction per
-        ``_ACCESS_FLUSH_S`` / ``_ACCESS_FLUSH_N`` (and on close): a write transaction per read
+        ``AccessFlush.after_s`` / ``after_n`` (and on close): a write transaction per read
         was three quarters of a node's MEMORY_READ cost. Every read of this store sees the
         buffered counts (``state``); other processes see them at most a second late, and a
         crash loses at most that second of access statistics, which are advisory."""
@@ -125,11 +122,12 @@ class SQLiteAccess:
                 entry.count += 1
                 entry.last = when
                 entry.days[day] = entry.days.get(day, 0) + 1
-            now = time.monotonic()
+            now = self._flush.clock()
             if not self._pending_since:
                 self._pending_since = now
-            if len(pending) >= _ACCESS_FLUSH_N or now - self._pending_since >= _ACCESS_FLUSH_S:
-                if self._flusher is not None and len(pending) < _ACCESS_INLINE_N:
+            due = self._flush
+            if len(pending) >= due.after_n or now - self._pending_since >= due.after_s:
+                if self._flusher is not None and len(pending) < due.inline_n:
                     self._flusher_wake.set()
                 else:
                     self.flush_access()
@@ -163,7 +161,7 @@ class SQLiteAccess:
                     if newer is not None:
                         e.merge(newer)
                     self._pending_access[kid] = e
-                self._pending_since = self._pending_since or time.monotonic()
+                self._pending_since = self._pending_since or self._flush.clock()
                 raise
 
     def pending(self) -> Container[str]:

@@ -17,9 +17,9 @@ from amcp.store.sqlite_conn import SQLiteConn
 from amcp.store.sqlite_rows import in_marks
 from amcp.store.sqlite_vectors import SQLiteVectors
 from amcp.store.termstats import TermStats
+from amcp.store.tuning import Pruning
 
 # Distinct terms whose FTS statistics are kept between recalls (see ``_term_stats``).
-_VOCAB_KEEP = 4096
 _ABSENT = fts_rank.TermCounts(0, 0)
 
 
@@ -31,7 +31,9 @@ def _head(k: int) -> int:
 class SQLiteLexical:
     """BM25 search and term statistics over ``records_fts``."""
 
-    def __init__(self, conn: SQLiteConn, rows: SQLiteVectors) -> None:
+    def __init__(self, conn: SQLiteConn, rows: SQLiteVectors,
+                 pruning: Pruning | None = None) -> None:
+        self._worth = pruning or Pruning()
         self._db = conn.db
         self._lock = conn.lock
         self._rows = rows
@@ -122,7 +124,8 @@ class SQLiteLexical:
     def _ranked(self, terms: str, n: int, context_weight: float) -> list[tuple[int, float]]:
         """The best ``n`` (rowid, bm25) of ``terms``, pruned where that pays; call locked."""
         ranked = fts_rank.ranked(
-            self._db, terms, n, (1.0, context_weight), self._shortest_fts_row, self._term_stats
+            self._db, terms, n, (1.0, context_weight), self._shortest_fts_row, self._term_stats,
+            self._worth,
         )
         if ranked is None:
             ranked = self._db.execute(fts_rank.PLAIN_SQL, [context_weight, terms, n]).fetchall()
@@ -145,7 +148,7 @@ class SQLiteLexical:
         if len(scopes) > termstats.MAX_SCOPES + 1:
             return None
         rows = self._db.execute("SELECT MAX(rowid) FROM records_fts").fetchone()[0] or 0
-        if rows < fts_rank.MIN_ROWS:
+        if rows < self._worth.min_rows:
             return None  # a small table: ranking every match costs a few milliseconds
         docs = self._db.execute(
             "SELECT COALESCE(SUM(docs), 0) FROM scope_sizes "
@@ -182,7 +185,7 @@ class SQLiteLexical:
         FTS5 counts them by walking each term's doclist (a millisecond for a common term at
         100k), and a recall asks twice (``term_doc_freq``, then ``fts_rank``). The words
         that make a term common ("need", "service") are also the ones most queries share,
-        so every term looked up is kept (up to ``_VOCAB_KEEP``) while the index is
+        so every term looked up is kept (up to ``Pruning.vocab_keep``) while the index is
         unchanged: its row totals and largest rowid say so, and both move with every
         committed insert or delete. In a transaction nothing is kept or reused."""
         stamp = None
@@ -209,7 +212,7 @@ class SQLiteLexical:
             }
         if stamp is None:
             return found
-        if len(kept) + len(missing) > _VOCAB_KEEP:
+        if len(kept) + len(missing) > self._worth.vocab_keep:
             kept = {}
         for t in missing:  # absent terms kept with no documents: known absent
             kept[t] = found.get(t, _ABSENT)
