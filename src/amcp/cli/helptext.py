@@ -1,6 +1,6 @@
 """Help pages for people: value placeholders in words, not Python annotations.
 
-Typer labels every option with its annotation (``<bool>``, ``<list[str]>``, ``<path>``),
+Typer labels every option with its type (``<bool>``, ``<str>``, ``<path>``),
 which reads as noise to someone who has never seen the code. Here, once, for the whole
 command tree: flags get no placeholder (``--json``, not ``--json <bool>``), values get a
 word (``--scope TEXT``, ``--store PATH``), arguments their name in capitals.
@@ -8,6 +8,7 @@ word (``--scope TEXT``, ``--store PATH``), arguments their name in capitals.
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 _WORDS = {
@@ -21,9 +22,8 @@ _WORDS = {
 
 
 def _placeholder(param: Any, ctx: Any) -> str:
-    label = str(param.display_type(ctx)).strip("<>")
-    if label.startswith("list[") and label.endswith("]"):
-        label = label[5:-1]  # repeatable: the help line says so, the placeholder need not
+    # The type's own label, as Typer would print it (``<str>``, ``<path>``, ``<int range>``).
+    label = str(param.type.get_metavar(param=param, ctx=ctx) or param.type.name).strip("<>")
     if "|" in label:  # a choice: the values themselves are the best placeholder
         return "[" + label + "]"
     if label.endswith(" range"):
@@ -31,8 +31,9 @@ def _placeholder(param: Any, ctx: Any) -> str:
     return _WORDS.get(label, label.upper())
 
 
-def _no_type(ctx: Any) -> None:
-    del ctx  # an argument's name already says what it takes (``TEXT``, ``PATH``)
+def _no_label(param: Any, ctx: Any) -> str:
+    del param, ctx  # an argument's name already says what it takes (``TEXT``, ``PATH``)
+    return ""
 
 
 def humanise(command: Any) -> None:
@@ -45,9 +46,10 @@ def humanise(command: Any) -> None:
     for param in params:
         if param.param_type_name == "argument":
             param.metavar = param.metavar or _placeholder(param, ctx)
-            # Typer prints an argument's annotation beside its name whatever the metavar;
-            # this instance's label is all there is to say.
-            param.display_type_rich = _no_type
+            # Typer prints an argument's type label beside its name whatever the metavar;
+            # this argument's own copy of its type has none (the shared type keeps it).
+            param.type = copy.copy(param.type)
+            param.type.get_metavar = _no_label
         elif param.metavar is not None:
             continue  # named on purpose where it is declared
         elif getattr(param, "is_flag", False):
