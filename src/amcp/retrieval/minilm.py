@@ -137,13 +137,13 @@ def _load_bert(path: Path) -> Any:
     bar = hf_logging.is_progress_bar_enabled()
     verbosity = hf_logging.get_verbosity()
     # The load report lists the unused pooler weights: expected, not worth a warning.
-    hf_logging.set_verbosity_error()  # type: ignore[no-untyped-call]
-    hf_logging.disable_progress_bar()  # type: ignore[no-untyped-call]  # the "Loading weights" bar is noise in a CLI
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()  # the "Loading weights" bar is noise in a CLI
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            # Eager attention: the SDPA path branches on the mask's contents in Python,
-            # which an ONNX trace would freeze; eager is one graph for every batch.
+            # Eager attention: the function the ONNX graph (bertgraph.py) writes out, so
+            # the fallback computes the same vectors in the same order of operations.
             model = BertModel.from_pretrained(
                 str(path),
                 local_files_only=True,
@@ -153,8 +153,8 @@ def _load_bert(path: Path) -> Any:
     finally:
         hf_logging.set_verbosity(verbosity)
         if bar:
-            hf_logging.enable_progress_bar()  # type: ignore[no-untyped-call]  # untyped
-    model.eval()  # type: ignore[no-untyped-call]  # transformers is partly untyped
+            hf_logging.enable_progress_bar()
+    model.eval()
     return model
 
 
