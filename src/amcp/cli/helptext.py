@@ -21,9 +21,19 @@ _WORDS = {
 }
 
 
+def _label(param: Any, ctx: Any) -> str:
+    """The type's own label, as Typer would print it (``<str>``, ``<path>``, ``<int range>``)."""
+    if not hasattr(param, "type"):
+        # typer 0.29 (excluded by pyproject; kept so a venv not yet reinstalled after the
+        # pin still starts): parameters have no click type, only an annotation label.
+        return str(param.display_type(ctx))
+    return str(param.type.get_metavar(param=param, ctx=ctx) or param.type.name)
+
+
 def _placeholder(param: Any, ctx: Any) -> str:
-    # The type's own label, as Typer would print it (``<str>``, ``<path>``, ``<int range>``).
-    label = str(param.type.get_metavar(param=param, ctx=ctx) or param.type.name).strip("<>")
+    label = _label(param, ctx).strip("<>")
+    if label.startswith("list[") and label.endswith("]"):
+        label = label[5:-1]  # typer 0.29's label of a repeatable option
     if "|" in label:  # a choice: the values themselves are the best placeholder
         return "[" + label + "]"
     if label.endswith(" range"):
@@ -31,8 +41,8 @@ def _placeholder(param: Any, ctx: Any) -> str:
     return _WORDS.get(label, label.upper())
 
 
-def _no_label(param: Any, ctx: Any) -> str:
-    del param, ctx  # an argument's name already says what it takes (``TEXT``, ``PATH``)
+def _no_label(*args: Any, **kwargs: Any) -> str:
+    del args, kwargs  # an argument's name already says what it takes (``TEXT``, ``PATH``)
     return ""
 
 
@@ -48,8 +58,11 @@ def humanise(command: Any) -> None:
             param.metavar = param.metavar or _placeholder(param, ctx)
             # Typer prints an argument's type label beside its name whatever the metavar;
             # this argument's own copy of its type has none (the shared type keeps it).
-            param.type = copy.copy(param.type)
-            param.type.get_metavar = _no_label
+            if hasattr(param, "type"):
+                param.type = copy.copy(param.type)
+                param.type.get_metavar = _no_label
+            else:  # typer 0.29, as in _label
+                param.display_type_rich = _no_label
         elif param.metavar is not None:
             continue  # named on purpose where it is declared
         elif getattr(param, "is_flag", False):
