@@ -29,7 +29,6 @@ import math
 import re
 import sqlite3
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from itertools import combinations
 from typing import NamedTuple
 
@@ -194,8 +193,7 @@ def _vocab(db: sqlite3.Connection) -> Callable[[Sequence[str]], dict[str, TermCo
     return lookup
 
 
-@dataclass(frozen=True, slots=True)
-class _Collection:
+class _Collection(NamedTuple):
     """What pruning needs to know of the table and the query's terms."""
 
     terms: tuple[str, ...]

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from typing import NamedTuple
 
 
-@dataclass(frozen=True, slots=True)
-class AccessFlush:
+# NamedTuples, not dataclasses: fts_rank is on the hooks' read path, which keeps
+# dataclasses (and the inspect/ast it imports) out of its start-up (docs/hooks.md).
+class AccessFlush(NamedTuple):
     """When buffered access counts are written (``SQLiteAccess.touch``)."""
 
     after_s: float = 1.0  # buffered counts reach the file at most this late
@@ -24,8 +25,7 @@ class AccessFlush:
     clock: Callable[[], float] = time.monotonic  # what "how late" is judged by
 
 
-@dataclass(frozen=True, slots=True)
-class Pruning:
+class Pruning(NamedTuple):
     """When BM25 top-k pruning and scope-drawn pages are worth their extra statements
     (``fts_rank.ranked``, ``SQLiteLexical``)."""
 
@@ -37,10 +37,9 @@ class Pruning:
     vocab_keep: int = 4096  # term statistics kept between commits
 
 
-@dataclass(frozen=True, slots=True)
-class SQLiteTuning:
-    access: AccessFlush = field(default_factory=AccessFlush)
-    pruning: Pruning = field(default_factory=Pruning)
+class SQLiteTuning(NamedTuple):
+    access: AccessFlush = AccessFlush()
+    pruning: Pruning = Pruning()
 
 
 __all__ = ["AccessFlush", "Pruning", "SQLiteTuning"]
