@@ -100,7 +100,7 @@ def node_figures(doc: dict[str, Any]) -> Figures:
         mode = "inline" if res.get("inline_reads") else "pool"
         out |= _pick(res["median"], ("server_cpu_us_per_rt", "client_cpu_us_per_rt",
                                      "rtt_per_s", "p99_ms"), f"{mode}/")
-        out |= _pick(res.get("idle", {}), ("kib_per_connection",), f"{mode}/idle_")
+        out |= _pick(res.get("idle") or {}, ("kib_per_connection",), f"{mode}/idle_")
     return out
 
 
@@ -296,7 +296,7 @@ def run_one(bench: Bench, tree: Tree, work: Path, keep: Path, tag: str) -> dict[
     row["other_changes"] = restore(tree, clean)
     try:
         row["figures"] = bench.figures(json.loads(out.read_text())) if fresh else {}
-    except (KeyError, StopIteration, ValueError, IndexError) as exc:
+    except (KeyError, StopIteration, ValueError, IndexError, AttributeError, TypeError) as exc:
         row["figures"], tail = {}, f"{tail}\nunreadable result: {exc!r}"
     if not row["figures"]:
         row["error"] = tail
