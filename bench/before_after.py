@@ -11,6 +11,7 @@ Stores a bench can reuse (``--data``) are built once per tree and commit, under
 
     .venv/bin/python bench/before_after.py --before /work/wt/before [--after .]
         [--rounds 3] [--benches latency hooks_latency ...] [--work /tmp/amcp-before-after]
+    .venv/bin/python bench/before_after.py --show bench/results/before_after.json [--markdown]
 
 Prints bench, metric, target, before and after medians, after/before, and flags a
 regression of more than 10 % (a ``_ms``/``_us`` figure up by more than 10 %, a rate down
@@ -358,11 +359,15 @@ def fmt(x: float | None) -> str:
     return f"{x:,.0f}" if abs(x) >= 1000 else f"{x:.3g}" if abs(x) < 10 else f"{x:.1f}"
 
 
-def print_table(table: list[dict[str, Any]]) -> None:
+def print_table(table: list[dict[str, Any]], markdown: bool = False) -> None:
     head = ("bench", "metric", "target", "before", "after", "after/before", "")
     rows = [(t["bench"], t["metric"], t["target"], fmt(t["before"]), fmt(t["after"]),
              "-" if t["ratio"] is None else f"{t['ratio']:.2f}",
              "REGRESSION > 10 %" if t["regression"] else "") for t in table]
+    if markdown:
+        for r in (head, ("---",) * len(head), *rows):
+            print("| " + " | ".join(str(c).replace("|", "\\|") for c in r) + " |")
+        return
     widths = [max(len(str(r[i])) for r in (head, *rows)) for i in range(len(head))]
     for r in (head, *rows):
         print("  ".join(str(c).ljust(w) for c, w in zip(r, widths, strict=True)).rstrip())
@@ -370,13 +375,20 @@ def print_table(table: list[dict[str, Any]]) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--before", type=Path, required=True)
+    ap.add_argument("--before", type=Path)
+    ap.add_argument("--show", type=Path, help="print the table of a saved result and exit")
+    ap.add_argument("--markdown", action="store_true", help="print the table as Markdown")
     ap.add_argument("--after", type=Path, default=ROOT)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--benches", nargs="+", help="names (or their first word) to run")
     ap.add_argument("--work", type=Path, default=Path(tempfile.gettempdir()) / "amcp-before-after")
     ap.add_argument("--out", type=Path, default=HERE / "results" / "before_after.json")
     args = ap.parse_args()
+    if args.show:
+        print_table(json.loads(args.show.read_text())["table"], args.markdown)
+        return
+    if args.before is None:
+        ap.error("--before is required (or --show)")
     benches = [b for b in BENCHES if not args.benches
                or b.name in args.benches or b.name.split()[0] in args.benches]
     if not benches:
@@ -390,7 +402,7 @@ def main() -> None:
     started = time.time()
     runs = list(run_all(benches, trees, args.rounds, args.work, keep))
     table = summarise(benches, runs)
-    print_table(table)
+    print_table(table, args.markdown)
     report = {
         "benchmark": "before_after", "rounds": args.rounds, "limit_ratio": LIMIT,
         "trees": {t.label: {"path": str(t.path), "commit": t.commit} for t in trees},
