@@ -13,6 +13,11 @@ Stores a bench can reuse (``--data``) are built once per tree and commit, under
         [--rounds 3] [--benches latency hooks_latency ...] [--work /tmp/amcp-before-after]
     .venv/bin/python bench/before_after.py --show bench/results/before_after.json [--markdown]
 
+Scripts find their data beside the tree (``<tree>/../shared``: the LoCoMo texts, and for
+trees before e5f7001 the upstream AMQL examples), so put both trees in one directory with
+a ``shared`` link to the shared data, as docs/architecture.md ("Bench targets before and
+after") shows; otherwise both sides fall back to the same synthetic texts.
+
 Prints bench, metric, target, before and after medians, after/before, and flags a
 regression of more than 10 % (a ``_ms``/``_us`` figure up by more than 10 %, a rate down
 by more than 10 %, a count that should be 0 above 0). CPU-time figures (``cpu`` in the
