@@ -20,7 +20,7 @@ import logging
 import os
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar, cast
@@ -48,6 +48,7 @@ from amcp.session import (
     TrustLevel,
 )
 from amcp.sync.replica import Replica
+from amcp.sync.tiers import usage_view
 from amcp.wire import Frame, MsgType
 
 log = logging.getLogger("amcp.node")
@@ -55,6 +56,7 @@ T = TypeVar("T")
 M = MsgType
 # Enum members as globals on the per-request path: EnumType.__getattr__ makes `M.X` a slow
 # lookup in Python 3.11 (see amcp.session.session).
+_FETCHES: set[asyncio.Task[None]] = set()
 _HEALTH_CHECK, _SESSION_BEGIN, _MEMORY_READ = M.HEALTH_CHECK, M.SESSION_BEGIN, M.MEMORY_READ
 # Reads by id this small are answered on the loop itself: a thread-pool hop costs more than
 # the lookup (bench/node_rtt.py). Anything larger, and every write, goes to a thread.
@@ -89,6 +91,10 @@ class NodeServer:
         # hook it sets to hear of every acknowledged write at once (the push trigger).
         self.replica: Replica | None = None
         self.after_write: Callable[[], None] | None = None
+        # Tier 0 (amcp.node.tiering, set by attach): bring evicted ids back from a peer,
+        # and what HEALTH_RESPONSE says of the tiers when asked ({"tiers": true}).
+        self.fetch_back: Callable[[Sequence[str]], Awaitable[int]] | None = None
+        self.tier_status: Callable[[], dict[str, Any]] | None = None
         self.limits = limits or Limits()
         self.identity = identity or NodeIdentity(memory.keyring.signing_key)
         self.local: LocalNode = local_node(
@@ -377,14 +383,19 @@ class _Connection(asyncio.BufferedProtocol):
             return inline
         if mt is _HEALTH_CHECK:
             self.inflight += 1
-            self.submit(self.server._read_pool, self.server.memory.stats, frame, self.health)
+            wants = isinstance(frame.payload, dict) and bool(frame.payload.get("tiers"))
+            self.submit(self.server._read_pool,
+                        functools.partial(health_reads, self.server.memory, wants),
+                        frame, self.health)
             return inline
         peer = self.peer
         assert peer is not None  # requests only arrive after the hello
         if mt is _SESSION_BEGIN or (
             inline > 0 and mt is _MEMORY_READ and _small_id_read(frame.payload)
         ):
-            self.answer(frame, self.run_inline(frame, peer))
+            result = self.run_inline(frame, peer)
+            if not self.fetch_then_answer(frame, result):
+                self.answer(frame, result)
             return inline - 1
         self.inflight += 1
         server = self.server
@@ -421,12 +432,52 @@ class _Connection(asyncio.BufferedProtocol):
         future.add_done_callback(finished)
 
     def served(self, frame: Frame, result: Reply | BaseException) -> None:
+        if self.fetch_then_answer(frame, result):
+            return
         self.answer(frame, result)
         hook = self.server.after_write
         if hook is not None and frame.msg_type in WRITES and isinstance(result, Reply):
             hook()
         if not self.flush():
             self.arm()
+
+    def fetch_then_answer(self, frame: Frame, result: Reply | BaseException) -> bool:
+        """A read that met evicted records, on a node that can fetch them back: fetch
+        (tier 1 first), read again and answer then, with ``network_fetches``. True: the
+        answer is on its way from a task."""
+        fetch = self.server.fetch_back
+        if fetch is None or not isinstance(result, Reply) or frame.msg_type is not _MEMORY_READ:
+            return False
+        ids = result.payload.get("cache_miss")
+        if not ids:
+            return False
+        peer = self.peer
+        assert peer is not None
+        self.inflight += 1
+
+        async def run() -> None:
+            try:
+                got = await fetch(ids)
+                again: Reply | BaseException = result
+                if got:
+                    again = await self.loop.run_in_executor(
+                        self.server._read_pool,
+                        functools.partial(self.server.service.handle, frame, peer))
+                    if isinstance(again, Reply):
+                        again.payload["network_fetches"] = got
+            except Exception as exc:  # noqa: BLE001 - answered as the read's own error
+                again = exc
+            finally:
+                self.inflight -= 1
+            if not self.closed:
+                self.answer(frame, again)
+                if not self.flush():
+                    self.arm()
+
+        task = self.loop.create_task(run())
+        _FETCHES.add(task)  # held until done: the loop keeps only a weak reference
+        task.add_done_callback(_FETCHES.discard)
+        return True
 
     def answer(self, frame: Frame, result: Reply | BaseException) -> None:
         channel = self.channel
@@ -441,10 +492,11 @@ class _Connection(asyncio.BufferedProtocol):
             log.exception("request %s failed", frame.msg_type.name, exc_info=result)
             channel.reply_error(frame, Status.INTERNAL, "internal error")
 
-    def health(self, frame: Frame, stats: Any) -> None:
-        if isinstance(stats, BaseException):
-            self.answer(frame, stats)
+    def health(self, frame: Frame, facts: Any) -> None:
+        if isinstance(facts, BaseException):
+            self.answer(frame, facts)
         else:
+            stats, tiers = facts
             state = self.channel.session.state
             hlc = self.server.memory.clock.send()
             payload = {
@@ -454,6 +506,9 @@ class _Connection(asyncio.BufferedProtocol):
                 "store": {"records": stats.records, "bytes": stats.bytes},
                 "uptime_s": round(self.server.uptime(), 3),
             }
+            if tiers is not None:
+                status = self.server.tier_status
+                payload["tiers"] = {**tiers, **(status() if status is not None else {})}
             replica = self.server.replica
             if replica is not None:
                 payload.update(health_sync(replica, frame.payload, self.channel.session, hlc))
@@ -535,6 +590,12 @@ class _Connection(asyncio.BufferedProtocol):
         if self.timer is not None:
             self.timer.cancel()
             self.timer = self.timer_at = None
+
+
+def health_reads(memory: Memory, tiers: bool) -> tuple[Any, dict[str, Any] | None]:
+    """The store's stats and, when asked, tier 0's size and pointers (``amcp.sync.tiers``):
+    a read of every row's size, so not in the members' probes, which do not ask."""
+    return memory.stats(), usage_view(memory, None) if tiers else None
 
 
 def health_sync(replica: Replica, asked: Any, session: Session, hlc: int) -> dict[str, Any]:

@@ -157,17 +157,20 @@ class SQLiteTiers:
         return out
 
     def find_pointers(self, terms: Sequence[str], *, limit: int = 20) -> list[Pointer]:
-        words = [t.casefold() for t in terms if t.strip()]
+        """Pointers whose subject or tags hold at least half of ``terms`` (case-folded,
+        words of 3+ letters), the best covered first: a recall query's words."""
+        words = list(dict.fromkeys(t.casefold() for t in terms if len(t.strip()) >= 3))
         if not words:
             return []
-        out = []
+        need = max(1, (len(words) + 1) // 2)
+        scored = []
         for p in self.iter_pointers():
             text = (p.subject + "\n" + "\n".join(p.tags)).casefold()
-            if all(w in text for w in words):
-                out.append(p)
-                if len(out) >= limit:
-                    break
-        return out
+            hits = sum(1 for w in words if w in text)
+            if hits >= need:
+                scored.append((-hits, p.knowledge_id, p))
+        scored.sort(key=lambda x: (x[0], x[1]))
+        return [p for _h, _k, p in scored[:limit]]
 
     def iter_pointers(self) -> Iterator[Pointer]:
         after = ""

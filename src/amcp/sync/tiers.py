@@ -157,7 +157,7 @@ def evict_held(memory: MemoryWriter, candidates: Sequence[Candidate],
     return done
 
 
-def held_copies(results: Sequence[Mapping[str, Any]]) -> dict[str, str]:
+def held_copies(results: Sequence[Any]) -> dict[str, str]:
     """id → checksum of the records a peer's MEMORY_READ_RESPONSE returned."""
     out = {}
     for amf in results:
