@@ -44,7 +44,7 @@ def test_eviction_keeps_pinned_types_and_only_drops_what_the_hub_holds(tmp_path:
             fill = await edge.write(lambda m: _fill(m, 30, "a"))
             await _on_hub(nodes, pinned + fill)
             # Local-only records exist nowhere else: never candidates.
-            before = await edge.read(lambda m: scope_digests(m))
+            before = await edge.read(scope_digests)
             gone = await edge.replicator.tiering.evict_round()
             # 32 records against max_records 10 at high water 0.8: 24 must go, all fillers.
             assert gone == 24
@@ -53,8 +53,8 @@ def test_eviction_keeps_pinned_types_and_only_drops_what_the_hub_holds(tmp_path:
             usage = await edge.read(lambda m: m.store.capabilities.tiers.usage())
             assert (usage.records, usage.evicted) == (8, 24)
             # Eviction moves no digest: anti-entropy sees nothing to repair.
-            assert await edge.read(lambda m: scope_digests(m)) == before
-            hub_digests = await nodes["hub"].read(lambda m: scope_digests(m))
+            assert await edge.read(scope_digests) == before
+            hub_digests = await nodes["hub"].read(scope_digests)
             assert hub_digests == before
             # The hub still has every evicted one, and the next plan finds nothing.
             assert all([await nodes["hub"].has(k) for k in fill])
@@ -138,8 +138,8 @@ def test_purge_beats_eviction_and_state_changes_bring_the_record_back(tmp_path: 
             await eventually(back_invalidated, timeout=20)
 
             async def same() -> bool:
-                a = await edge.read(lambda m: scope_digests(m))
-                b = await hub.read(lambda m: scope_digests(m))
+                a = await edge.read(scope_digests)
+                b = await hub.read(scope_digests)
                 return a == b
             await eventually(same, timeout=20)
             assert await edge.read(lambda m: m.store.verify(full=True).ok)
@@ -159,7 +159,7 @@ def test_nothing_is_evicted_without_a_higher_tier_peer(tmp_path: Path) -> None:
     run(main())
 
 
-@pytest.mark.parametrize("section, why", [
+@pytest.mark.parametrize(("section", "why"), [
     ({"max_bytes": 0}, "tiers.max_bytes"),
     ({"max_bytes": 2 * 1024 ** 3}, "1 GB"),
     ({"high_water": 1.5}, "tiers.high_water"),
