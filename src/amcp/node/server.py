@@ -508,7 +508,9 @@ class _Connection(asyncio.BufferedProtocol):
             }
             if tiers is not None:
                 status = self.server.tier_status
-                payload["tiers"] = {**tiers, **(status() if status is not None else {})}
+                # No replicator: nothing to evict to (no holders, no eviction limits).
+                extra = status() if status is not None else {"holders": [], "limits": {}}
+                payload["tiers"] = {**tiers, **extra}
             replica = self.server.replica
             if replica is not None:
                 payload.update(health_sync(replica, frame.payload, self.channel.session, hlc))
