@@ -177,3 +177,14 @@ def test_tier_config_is_read() -> None:
     cfg = config_from_mapping({"tiers": {"max_records": 500, "max_bytes": 1048576,
                                          "active_tags": ["release"]}}).tiers
     assert (cfg.max_records, cfg.max_bytes, cfg.active_tags) == (500, 1048576, ("release",))
+
+
+def test_serve_tier_options_override_the_config_and_bad_ones_are_refused() -> None:
+    from amcp.cli.serve_cmd import sync_config
+
+    cfg = sync_config(None, ["127.0.0.1:7707"], 50, 1024 * 1024).tiers
+    assert (cfg.max_records, cfg.max_bytes) == (50, 1024 * 1024)
+    with pytest.raises(ConfigError, match="tiers.max_bytes"):
+        sync_config(None, [], None, 0)
+    with pytest.raises(ConfigError, match="tiers.max_records"):
+        sync_config(None, [], -5, None)
