@@ -53,6 +53,7 @@ class Replicator:
         self.links: dict[str, PeerLink] = {}
         self._tasks: list[asyncio.Task[None]] = []
         self._wake = asyncio.Event()
+        self._closing = False
         self._probe_turn = 0
         self.immediate_watermark = 0
         for spec in self.config.peers:
@@ -83,7 +84,9 @@ class Replicator:
 
     async def _every(self, body: Callable[[], Awaitable[object]], seconds: float) -> None:
         first = body != self._anti_entropy_round  # anti-entropy waits one interval
-        while True:
+        # Not `while True`: on 3.11 a cancel that meets the wake event being set is
+        # swallowed by wait_for (it returns instead), and close() would wait forever.
+        while not self._closing:
             if first:
                 try:
                     await body()
@@ -101,6 +104,7 @@ class Replicator:
                 await asyncio.sleep(seconds * random.uniform(0.9, 1.1))
 
     async def close(self) -> None:
+        self._closing = True
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
