@@ -155,3 +155,12 @@ def test_http_answers_503_for_an_evicted_record(tmp_path: Path) -> None:
             assert reply.status_code == 503
             assert "evicted from tier 0" in reply.json()["error"]
             assert client.get("/v1/memories/K-" + "0" * 64).status_code == 404
+
+
+def test_an_evicted_record_still_counts_as_a_causal_predecessor(tmp_path: Path) -> None:
+    with _memory(tmp_path) as memory:
+        kid = _decision(memory, "the api rate limit is 100 per second")
+        _evict(memory, kid)
+        later = memory.remember("the api rate limit is now 200 per second",
+                                type="KT-DECISION", scope="team:a", caused_by=[kid])
+        assert later.status == 201
