@@ -155,6 +155,10 @@ def test_http_answers_503_for_an_evicted_record(tmp_path: Path) -> None:
             assert reply.status_code == 503
             assert "evicted from tier 0" in reply.json()["error"]
             assert client.get("/v1/memories/K-" + "0" * 64).status_code == 404
+            found = client.post("/v1/recall", json={"query": "on-call rotation mondays"})
+            assert found.status_code == 200
+            assert [e["knowledge_id"] for e in found.json()["evicted"]] == [kid]
+            assert found.json()["evicted"][0]["where"] == HUB
 
 
 def test_an_evicted_record_still_counts_as_a_causal_predecessor(tmp_path: Path) -> None:

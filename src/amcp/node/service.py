@@ -40,7 +40,7 @@ from amcp.store.links import is_work_session_id
 from amcp.sync import apply_changes, pull_changes
 from amcp.sync.digest import scope_digests, to_wire
 from amcp.sync.replica import Replica, Source
-from amcp.sync.tiers import pointer_view
+from amcp.sync.tiers import matching_pointers, pointer_view
 from amcp.wire import Frame, MsgType
 
 MAX_IDS = MAX_K  # ids per MEMORY_READ: the same bound as k
@@ -235,13 +235,9 @@ class NodeService:
         return out
 
     def _evicted_hits(self, query: str, peer: Peer) -> dict[str, Any]:
-        """Recall: evicted records whose pointer matches the query (upstream: the local
-        index answers even for data not here), so the caller knows they exist."""
-        tiers = self.memory.store.capabilities.tiers
-        if tiers is None or not isinstance(query, str):
-            return {}
-        hits = [pointer_view(p) for p in tiers.find_pointers(query.split(), limit=10)
-                if self.readable(peer, p.scopes)]
+        """Recall: evicted records whose pointer matches the query, so the caller knows
+        they exist (reading their ids fetches them back)."""
+        hits = matching_pointers(self.memory, query, lambda scopes: self.readable(peer, scopes))
         return {"evicted": hits} if hits else {}
 
     def _recall(

@@ -293,7 +293,8 @@ class Pointer:
     """What tier 0 keeps of an evicted record (upstream local_index_spec): enough to route a
     read, to say in recall that the record exists, and to verify it when it comes back.
     ``checksum``, ``envelope``, ``type``, ``scopes``, ``lifecycle`` and ``superseded_by`` are
-    the signed ``evict`` change's details; ``subject`` and ``tags`` help recall only."""
+    the signed ``evict`` change's details; ``subject``, ``tags`` and ``text`` help recall
+    only (they are not vouched for; a fetched copy is checked against the checksum)."""
 
     knowledge_id: str
     type: KnowledgeType
@@ -313,6 +314,7 @@ class Pointer:
     # A peer changed the record's state since: sync brings it back whole (not a digest
     # line, not a duplicate); reads still find the pointer and fetch it back.
     stale: bool = False
+    text: str = ""  # the first 1,000 characters of its statement, for recall over pointers
 
 
 @dataclass(frozen=True, slots=True)
@@ -344,7 +346,7 @@ class TierIndex(Protocol):
     def pointers(self, knowledge_ids: Sequence[str]) -> dict[str, Pointer]: ...
 
     def find_pointers(self, terms: Sequence[str], *, limit: int = 20) -> list[Pointer]:
-        """Pointers whose subject or tags contain every term (case-folded)."""
+        """Pointers whose subject, tags or text hold at least half the terms, best first."""
         ...
 
     def iter_pointers(self) -> Iterator[Pointer]: ...

@@ -178,6 +178,7 @@ MIGRATIONS: tuple[str, ...] = (
         seq          INTEGER NOT NULL,
         subject      TEXT NOT NULL,
         tags         TEXT NOT NULL,
+        text         TEXT NOT NULL,
         size         INTEGER NOT NULL,
         holder       TEXT NOT NULL,
         tier         INTEGER NOT NULL,

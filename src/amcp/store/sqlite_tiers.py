@@ -23,6 +23,7 @@ from typing import Any
 
 import msgpack
 
+from amcp.amf.mapping import text_of
 from amcp.amf.types import KnowledgeType, Lifecycle
 from amcp.errors import ValidationError
 from amcp.store import sqlite_census as census
@@ -41,7 +42,8 @@ from amcp.store.sqlite_verified import Verifier
 # Drafts (this node's firewall holds them), archived (local TTL) and tombstones stay.
 EVICTABLE = frozenset({Lifecycle.ACTIVE, Lifecycle.SUPERSEDED, Lifecycle.INVALIDATED})
 _POINTER_COLS = "p.knowledge_id, p.seq, p.subject, p.tags, p.size, p.holder, p.tier, " \
-                "p.evicted_at, c.op, c.knowledge_id, c.details, c.hlc"
+                "p.evicted_at, c.op, c.knowledge_id, c.details, c.hlc, p.text"
+TEXT_KEPT = 1000  # characters of the statement kept for recall over pointers
 _POINTER_SQL = (f"SELECT {_POINTER_COLS} FROM evicted p "
                 "LEFT JOIN changes c ON c.seq = p.seq")
 
@@ -83,15 +85,17 @@ class SQLiteTiers:
                 termstats.count_rows(self._db, [rowid], -1)  # before its FTS row goes
             seq = self._changes.append(ChangeOp.EVICT, knowledge_id, hlc, details)
             self._drop_row(row)
-            size = len(row[col.BODY] or b"")
+            size = len(row[col.BODY])
             now = time.time()
+            text = text_of(msgpack.unpackb(row[col.BODY], raw=False))[:TEXT_KEPT]
             self._db.execute(
-                "INSERT OR REPLACE INTO evicted(knowledge_id, seq, subject, tags, size, holder,"
-                " tier, evicted_at) VALUES (?,?,?,?,?,?,?,?)",
-                (knowledge_id, seq, row[col.SUBJECT] or "", "\n".join(tags), size, holder,
-                 tier, now),
+                "INSERT OR REPLACE INTO evicted(knowledge_id, seq, subject, tags, text, size,"
+                " holder, tier, evicted_at) VALUES (?,?,?,?,?,?,?,?,?)",
+                (knowledge_id, seq, row[col.SUBJECT] or "", "\n".join(tags), text, size,
+                 holder, tier, now),
             )
-        return _pointer(knowledge_id, details, row[col.SUBJECT] or "", tags, size, now, hlc)
+        return _pointer(knowledge_id, details, row[col.SUBJECT] or "", tags, size, now, hlc,
+                        text)
 
     def _drop_row(self, row: Any) -> None:
         """Delete the record's row and every derived row, moving the signed head's row
@@ -157,7 +161,7 @@ class SQLiteTiers:
         return out
 
     def find_pointers(self, terms: Sequence[str], *, limit: int = 20) -> list[Pointer]:
-        """Pointers whose subject or tags hold at least half of ``terms`` (case-folded,
+        """Pointers whose subject, tags or statement hold at least half of ``terms`` (case-folded,
         words of 3+ letters), the best covered first: a recall query's words."""
         words = list(dict.fromkeys(t.casefold() for t in terms if len(t.strip()) >= 3))
         if not words:
@@ -165,7 +169,7 @@ class SQLiteTiers:
         need = max(1, (len(words) + 1) // 2)
         scored = []
         for p in self.iter_pointers():
-            text = (p.subject + "\n" + "\n".join(p.tags)).casefold()
+            text = "\n".join((p.subject, *p.tags, p.text)).casefold()
             hits = sum(1 for w in words if w in text)
             if hits >= need:
                 scored.append((-hits, p.knowledge_id, p))
@@ -211,7 +215,8 @@ class SQLiteTiers:
     def _checked(self, row: Sequence[Any]) -> Pointer | None:
         """The pointer, if its ``evict`` change is in the log, names it, is the record's
         latest change, and still says ``evict`` (not released): else it is not served."""
-        kid, seq, subject, tags, size, holder, tier, evicted_at, op, logged_kid, blob, hlc = row
+        (kid, seq, subject, tags, size, holder, tier, evicted_at, op, logged_kid, blob, hlc,
+         text) = row
         if op != ChangeOp.EVICT.value or logged_kid != kid:
             return None
         with self._conn.lock:
@@ -226,11 +231,11 @@ class SQLiteTiers:
             return None
         tag_list = [t for t in str(tags).split("\n") if t]
         return _pointer(kid, details, str(subject), tag_list, int(size), float(evicted_at),
-                        int(hlc))
+                        int(hlc), str(text))
 
 
 def _pointer(kid: str, details: dict[str, Any], subject: str, tags: Sequence[str], size: int,
-             evicted_at: float, hlc: int) -> Pointer:
+             evicted_at: float, hlc: int, text: str) -> Pointer:
     names = tuple(str(s) for s in details.get("scopes") or ())
     return Pointer(
         knowledge_id=kid, type=KnowledgeType(details["type"]), scopes=names,
@@ -238,7 +243,7 @@ def _pointer(kid: str, details: dict[str, Any], subject: str, tags: Sequence[str
         lifecycle=Lifecycle(details["lifecycle"]), superseded_by=details.get("superseded_by"),
         reason=details.get("reason"), subject=subject, tags=tuple(tags), size=size,
         holder=str(details["holder"]), tier=int(details["tier"]), evicted_at=evicted_at,
-        hlc=hlc, stale=bool(details.get("stale")),
+        hlc=hlc, stale=bool(details.get("stale")), text=text,
     )
 
 

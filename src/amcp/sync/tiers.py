@@ -22,7 +22,7 @@ its pools and asks the higher-tier peer (``amcp.node.tiering``):
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -212,9 +212,21 @@ def cache_miss(pointer: Pointer) -> CacheMissError:
 def pointer_view(p: Pointer) -> dict[str, Any]:
     """A pointer as reads, recall and the CLI show it."""
     return {"knowledge_id": p.knowledge_id, "type": p.type.value, "subject": p.subject,
+            "text": p.text[:200],
             "scopes": list(p.scopes), "tags": list(p.tags), "checksum": p.checksum,
             "lifecycle": p.lifecycle.value, "tier": p.tier, "where": p.holder,
             "size": p.size, "evicted_at": p.evicted_at}
+
+
+def matching_pointers(memory: MemoryWriter, query: str, readable: Callable[[Sequence[str]], bool],
+                      *, limit: int = 10) -> list[dict[str, Any]]:
+    """Recall's word: evicted records whose pointer matches ``query`` (upstream: the local
+    index answers for data that is not here). Reading their ids fetches them back."""
+    tiers = tiers_of(memory)
+    if tiers is None or not isinstance(query, str):
+        return []
+    return [pointer_view(p) for p in tiers.find_pointers(query.split(), limit=limit)
+            if readable(p.scopes)]
 
 
 def note_state_change(memory: MemoryWriter, knowledge_id: str, why: str) -> bool:
@@ -258,5 +270,5 @@ def usage_view(memory: MemoryWriter, config: TierConfig | None) -> dict[str, Any
 
 
 __all__ = ["Candidate", "cache_miss", "digest_pointers", "evict_held", "fresh_pointer",
-           "held_copies", "note_state_change", "plan", "pointer_view", "restore", "stays",
-           "tiers_of", "usage_view"]
+           "held_copies", "matching_pointers", "note_state_change", "plan", "pointer_view",
+           "restore", "stays", "tiers_of", "usage_view"]
