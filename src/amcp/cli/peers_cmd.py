@@ -102,7 +102,8 @@ def running_sync(store: str | Path | None) -> dict[str, Any] | None:
         return None
     out = dict(sync["totals"])
     tiers = health.get("tiers")
-    if isinstance(tiers, dict):  # tier 0's size and what it evicted (docs/replication.md)
-        out.update({f"tier0_{k}" if not k.startswith("tier0") else k: v
-                    for k, v in tiers.items() if isinstance(v, int)})
+    if isinstance(tiers, dict):  # what the node's tier rounds did since it started
+        for key in ("evicted_since_start", "fetched_back", "cache_misses"):
+            if isinstance(tiers.get(key), int):
+                out[f"tiers_{key}"] = tiers[key]
     return out

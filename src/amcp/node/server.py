@@ -93,7 +93,10 @@ class NodeServer:
         self.after_write: Callable[[], None] | None = None
         # Tier 0 (amcp.node.tiering, set by attach): bring evicted ids back from a peer,
         # and what HEALTH_RESPONSE says of the tiers when asked ({"tiers": true}).
-        self.fetch_back: Callable[[Sequence[str]], Awaitable[int]] | None = None
+        # fetch_back(ids, then): fetch, then await then(how many came back) while no
+        # eviction round may drop those ids again; returns what ``then`` returns.
+        self.fetch_back: Callable[
+            [Sequence[str], Callable[[int], Awaitable[Any]]], Awaitable[Any]] | None = None
         self.tier_status: Callable[[], dict[str, Any]] | None = None
         self.limits = limits or Limits()
         self.identity = identity or NodeIdentity(memory.keyring.signing_key)
@@ -455,16 +458,20 @@ class _Connection(asyncio.BufferedProtocol):
         assert peer is not None
         self.inflight += 1
 
+        async def read_again(got: int) -> Reply | BaseException:
+            if not got:
+                return result
+            again = await self.loop.run_in_executor(
+                self.server._read_pool,
+                functools.partial(self.server.service.handle, frame, peer))
+            if isinstance(again, Reply):
+                again.payload["network_fetches"] = got
+            return again
+
         async def run() -> None:
+            again: Reply | BaseException
             try:
-                got = await fetch(ids)
-                again: Reply | BaseException = result
-                if got:
-                    again = await self.loop.run_in_executor(
-                        self.server._read_pool,
-                        functools.partial(self.server.service.handle, frame, peer))
-                    if isinstance(again, Reply):
-                        again.payload["network_fetches"] = got
+                again = await fetch(ids, read_again)
             except Exception as exc:  # noqa: BLE001 - answered as the read's own error
                 again = exc
             finally:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from amcp.errors import AmcpError, IntegrityError
@@ -45,6 +45,9 @@ class Tiering:
         self.evicted = 0  # since start: what `amcp peers` shows beside the store's counts
         self.fetched = 0
         self.cache_misses = 0
+        # Ids a read is fetching back and about to serve: no round evicts them meanwhile
+        # (id → how many reads hold it).
+        self._held: dict[str, int] = {}
 
     @property
     def enabled(self) -> bool:
@@ -99,6 +102,10 @@ class Tiering:
             if results is None:
                 continue
             held = held_copies(results)
+            # Filtered here, with no await before the write is queued: a read that is
+            # fetching an id back holds it from before its restore is queued.
+            for kid in self._held:
+                held.pop(kid, None)
             pointers = await self.server.run_write(functools.partial(
                 evict_held, memory, chunk, held, holder=link.spec.endpoint, tier=link.spec.tier))
             return len(pointers)
@@ -106,8 +113,20 @@ class Tiering:
 
     # ------------------------------------------------------------------ fetch-back
 
-    async def fetch_back(self, ids: Sequence[str]) -> int:
-        """Bring evicted ``ids`` back from a holder; how many are stored here again."""
+    async def fetch_back(self, ids: Sequence[str], then: Callable[[int], Awaitable[T]]) -> T:
+        """Bring evicted ``ids`` back from a holder, then ``await then(how many came
+        back)`` — the read that serves them — while no eviction round may take them again."""
+        for kid in ids:
+            self._held[kid] = self._held.get(kid, 0) + 1
+        try:
+            return await then(await self._fetch(ids))
+        finally:
+            for kid in ids:
+                left = self._held.pop(kid, 1) - 1
+                if left:
+                    self._held[kid] = left
+
+    async def _fetch(self, ids: Sequence[str]) -> int:
         memory = self.server.memory
         tiers = tiers_of(memory)
         if tiers is None or not ids:
