@@ -22,7 +22,6 @@ from amcp.amf.timefmt import normalise_timestamp
 from amcp.amf.types import KnowledgeType, Lifecycle
 from amcp.clock import HLC, node_tag
 from amcp.errors import (
-    CacheMissError,
     ConflictError,
     GoneError,
     NotFoundError,
@@ -45,6 +44,8 @@ from amcp.store.base import (
     Store,
     StoredRecord,
     StoreStats,
+    cache_miss,
+    pointer_of,
 )
 from amcp.store.owner import check_file
 from amcp.store.rowseal import left_out_warning
@@ -330,11 +331,8 @@ class Memory(WritePath, ReviewPath):
         """Privacy erasure: wipe the content, keep a tombstone so it never comes back."""
         with self.atomic():
             found = self.store.get(knowledge_id)
-            tiers = self.store.capabilities.tiers
-            if found is None and tiers is not None and tiers.pointer(knowledge_id):
-                # Evicted here, held at a higher tier: the tombstone (which sync spreads
-                # there) replaces the pointer; purge beats eviction.
-                hlc = self.clock.send()
+            if found is None and pointer_of(self.store, knowledge_id):  # evicted: purge beats
+                hlc = self.clock.send()  # it; the tombstone goes to the holder through sync
                 self.store.put_tombstone(knowledge_id, hlc=hlc, reason=reason)
                 return WriteOutcome(knowledge_id, Status.NO_CONTENT, hlc)
             if found is None:
@@ -393,14 +391,8 @@ class Memory(WritePath, ReviewPath):
                 raise StoreIntegrityError(
                     f"{knowledge_id} is quarantined: {why}; run `amcp verify` for the report"
                 )
-            tiers = self.store.capabilities.tiers
-            pointer = tiers.pointer(knowledge_id) if tiers is not None else None
-            if pointer is not None:  # evicted: it exists at a higher tier (amcp.sync.tiers)
-                raise CacheMissError(
-                    f"{knowledge_id} is evicted from tier 0; it lives at {pointer.holder} "
-                    f"(tier {pointer.tier}): a node with that peer online fetches it back",
-                    pointer={"knowledge_id": knowledge_id, "where": pointer.holder,
-                             "tier": pointer.tier, "subject": pointer.subject})
+            if (pointer := pointer_of(self.store, knowledge_id)) is not None:
+                raise cache_miss(pointer)  # evicted: it exists at a higher tier (sync.tiers)
             raise NotFoundError(f"no record {knowledge_id}")
         if found.record is None:
             raise GoneError(f"{knowledge_id} was purged")

@@ -20,7 +20,7 @@ import logging
 import os
 import socket
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar, cast
@@ -32,6 +32,7 @@ from amcp.memory import Memory
 from amcp.node.admission import Admission
 from amcp.node.channel import Channel
 from amcp.node.config import DEFAULT_HOST, DEFAULT_PORT, Limits, is_local_address, local_node
+from amcp.node.health import Fetch, health_reads, health_sync, read_fetching_back, tier_payload
 from amcp.node.service import WRITES, NodeService, Peer, Reply
 from amcp.session import (
     AccessPolicy,
@@ -48,7 +49,6 @@ from amcp.session import (
     TrustLevel,
 )
 from amcp.sync.replica import Replica
-from amcp.sync.tiers import usage_view
 from amcp.wire import Frame, MsgType
 
 log = logging.getLogger("amcp.node")
@@ -91,12 +91,9 @@ class NodeServer:
         # hook it sets to hear of every acknowledged write at once (the push trigger).
         self.replica: Replica | None = None
         self.after_write: Callable[[], None] | None = None
-        # Tier 0 (amcp.node.tiering, set by attach): bring evicted ids back from a peer,
-        # and what HEALTH_RESPONSE says of the tiers when asked ({"tiers": true}).
-        # fetch_back(ids, then): fetch, then await then(how many came back) while no
-        # eviction round may drop those ids again; returns what ``then`` returns.
-        self.fetch_back: Callable[
-            [Sequence[str], Callable[[int], Awaitable[Any]]], Awaitable[Any]] | None = None
+        # Tier 0 (amcp.node.tiering, set by attach): fetch evicted ids back (then serve
+        # them: node.health.Fetch), and the tier rounds' report for HEALTH_RESPONSE.
+        self.fetch_back: Fetch | None = None
         self.tier_status: Callable[[], dict[str, Any]] | None = None
         self.limits = limits or Limits()
         self.identity = identity or NodeIdentity(memory.keyring.signing_key)
@@ -448,32 +445,22 @@ class _Connection(asyncio.BufferedProtocol):
         """A read that met evicted records, on a node that can fetch them back: fetch
         (tier 1 first), read again and answer then, with ``network_fetches``. True: the
         answer is on its way from a task."""
-        fetch = self.server.fetch_back
+        fetch, peer = self.server.fetch_back, self.peer
         if fetch is None or not isinstance(result, Reply) or frame.msg_type is not _MEMORY_READ:
             return False
         ids = result.payload.get("cache_miss")
-        if not ids:
+        if not ids or peer is None:
             return False
-        peer = self.peer
-        assert peer is not None
         self.inflight += 1
 
-        async def read_again(got: int) -> Reply | BaseException:
-            if not got:
-                return result
-            again = await self.loop.run_in_executor(
+        async def reread() -> Reply | BaseException:
+            return await self.loop.run_in_executor(
                 self.server._read_pool,
                 functools.partial(self.server.service.handle, frame, peer))
-            if isinstance(again, Reply):
-                again.payload["network_fetches"] = got
-            return again
 
         async def run() -> None:
-            again: Reply | BaseException
             try:
-                again = await fetch(ids, read_again)
-            except Exception as exc:  # noqa: BLE001 - answered as the read's own error
-                again = exc
+                again = await read_fetching_back(fetch, ids, result, reread)
             finally:
                 self.inflight -= 1
             if not self.closed:
@@ -514,10 +501,7 @@ class _Connection(asyncio.BufferedProtocol):
                 "uptime_s": round(self.server.uptime(), 3),
             }
             if tiers is not None:
-                status = self.server.tier_status
-                # No replicator: nothing to evict to (no holders, no eviction limits).
-                extra = status() if status is not None else {"holders": [], "limits": {}}
-                payload["tiers"] = {**tiers, **extra}
+                payload["tiers"] = tier_payload(tiers, self.server.tier_status)
             replica = self.server.replica
             if replica is not None:
                 payload.update(health_sync(replica, frame.payload, self.channel.session, hlc))
@@ -599,25 +583,6 @@ class _Connection(asyncio.BufferedProtocol):
         if self.timer is not None:
             self.timer.cancel()
             self.timer = self.timer_at = None
-
-
-def health_reads(memory: Memory, tiers: bool) -> tuple[Any, dict[str, Any] | None]:
-    """The store's stats and, when asked, tier 0's size and pointers (``amcp.sync.tiers``):
-    a read of every row's size, so not in the members' probes, which do not ask."""
-    return memory.stats(), usage_view(memory, None) if tiers else None
-
-
-def health_sync(replica: Replica, asked: Any, session: Session, hlc: int) -> dict[str, Any]:
-    """PROFILE §10: merge the caller's member list, answer with ours; a local caller (the
-    operator's ``amcp peers``) also gets the sync status board."""
-    members = asked.get("members") if isinstance(asked, dict) else None
-    if isinstance(members, list):
-        replica.membership.merge(members, time.monotonic())
-    out: dict[str, Any] = {"members": replica.membership.entries(hlc)}
-    negotiated = session.negotiated
-    if negotiated is not None and negotiated.granted_trust is TrustLevel.LOCAL:
-        out["sync"] = replica.board.to_dict()
-    return out
 
 
 def _small_id_read(payload: Any) -> bool:

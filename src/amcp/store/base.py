@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from amcp.amf.record import AMFRecord
 from amcp.amf.types import KnowledgeType, Lifecycle
-from amcp.errors import StoreError
+from amcp.errors import CacheMissError, StoreError
 from amcp.store.termstats import TermStats
 
 if TYPE_CHECKING:
@@ -370,6 +370,21 @@ class Capabilities:
     access: AccessLog | None = None
     bodies: RawBodies | None = None
     tiers: TierIndex | None = None
+
+
+def pointer_of(store: Store, knowledge_id: str) -> Pointer | None:
+    """The evicted record's pointer, when the store keeps a tier index and has one."""
+    tiers = store.capabilities.tiers
+    return tiers.pointer(knowledge_id) if tiers is not None else None
+
+
+def cache_miss(pointer: Pointer) -> CacheMissError:
+    """Upstream CACHE_MISS for an evicted record no holder was reached for (or asked)."""
+    return CacheMissError(
+        f"{pointer.knowledge_id} is evicted from tier 0; it lives at {pointer.holder} (tier "
+        f"{pointer.tier}): a node with that peer online fetches it back",
+        pointer={"knowledge_id": pointer.knowledge_id, "where": pointer.holder,
+                 "tier": pointer.tier, "subject": pointer.subject})
 
 
 def vectors_of(store: Store) -> VectorSource:

@@ -28,7 +28,7 @@ from typing import Any
 
 from amcp.amf.record import AMFRecord
 from amcp.amf.types import DecayType, KnowledgeType, Lifecycle, Locality, SyncPriority
-from amcp.errors import CacheMissError, IntegrityError
+from amcp.errors import IntegrityError
 from amcp.evolution.decay import DecayStatus, age_days, decay_model_of, decay_status
 from amcp.ports import MemoryWriter
 from amcp.store.base import ChangeOp, Pointer, RecordFilter, StoredRecord, TierIndex, TierUsage
@@ -203,12 +203,6 @@ def restore(memory: MemoryWriter, amf: Mapping[str, Any], pointer: Pointer) -> b
     return True
 
 
-def cache_miss(pointer: Pointer) -> CacheMissError:
-    return CacheMissError(
-        f"{pointer.knowledge_id} is evicted from tier 0 and lives at {pointer.holder} "
-        f"(tier {pointer.tier}), which cannot be reached now", pointer=pointer_view(pointer))
-
-
 def pointer_view(p: Pointer) -> dict[str, Any]:
     """A pointer as reads, recall and the CLI show it."""
     return {"knowledge_id": p.knowledge_id, "type": p.type.value, "subject": p.subject,
@@ -269,6 +263,6 @@ def usage_view(memory: MemoryWriter, config: TierConfig | None) -> dict[str, Any
     return out
 
 
-__all__ = ["Candidate", "cache_miss", "digest_pointers", "evict_held", "fresh_pointer",
+__all__ = ["Candidate", "digest_pointers", "evict_held", "fresh_pointer",
            "held_copies", "matching_pointers", "note_state_change", "plan", "pointer_view",
            "restore", "stays", "tiers_of", "usage_view"]
