@@ -69,6 +69,9 @@ def test_a_pointer_edited_behind_the_nodes_back_is_not_served(tmp_path: Path) ->
     with _memory(tmp_path) as memory:
         tiers = memory.store.capabilities.tiers
         assert tiers is not None and tiers.pointer(kid) is None
+        assert scope_digests(memory) == {}  # left out: anti-entropy pulls it back
+        (warning,) = memory.store.integrity_warnings()
+        assert "1 of 1 evicted-record pointers" in warning
 
 
 def test_restore_checks_the_copy_against_the_pointer(tmp_path: Path) -> None:

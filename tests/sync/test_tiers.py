@@ -188,3 +188,29 @@ def test_serve_tier_options_override_the_config_and_bad_ones_are_refused() -> No
         sync_config(None, [], None, 0)
     with pytest.raises(ConfigError, match="tiers.max_records"):
         sync_config(None, [], -5, None)
+
+
+def test_a_tampered_pointer_is_not_served_and_sync_brings_the_record_back(
+        tmp_path: Path) -> None:
+    import sqlite3
+
+    async def main() -> None:
+        config = replace(SMALL, anti_entropy_interval=0.5)
+        async with cluster(tmp_path, ["hub", "edge"], config=config) as nodes:
+            edge = nodes["edge"]
+            fill = await edge.write(lambda m: _fill(m, 15, "e"))
+            await _on_hub(nodes, fill)
+            await edge.replicator.tiering.evict_round()
+            evicted = [k for k in fill if not await edge.has(k)]
+            db = sqlite3.connect(tmp_path / "edge" / "memory.db")
+            db.execute("UPDATE evicted SET holder='evil.example:1' WHERE knowledge_id=?",
+                       (evicted[0],))
+            db.commit()
+            db.close()
+
+            async def back() -> bool:
+                return await edge.has(evicted[0])
+            await eventually(back, timeout=20)
+            assert await edge.read(lambda m: m.store.verify(full=True).ok)
+
+    run(main())

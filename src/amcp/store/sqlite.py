@@ -112,6 +112,7 @@ class SQLiteStore:
         # After a write of ours: the -shm file and its header exist by now.
         self.conn.wal_watch = WalWatch.open(self.path)
         restrict(self.path)
+        self._pointer_warnings = self.tiers.check()  # the local index, checked on open
         if verify_on_open:
             report = self.verify(incremental=True)
             if not report.ok:
@@ -282,7 +283,7 @@ class SQLiteStore:
         self.log.rewitness()
 
     def integrity_warnings(self) -> tuple[str, ...]:
-        return self.verifier.integrity_warnings()
+        return self.verifier.integrity_warnings() + self._pointer_warnings
 
     def quarantined(self) -> dict[str, str]:
         return self.verifier.quarantined()

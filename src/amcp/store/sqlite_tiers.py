@@ -191,6 +191,18 @@ class SQLiteTiers:
                 return
             after = rows[-1][0]
 
+    def check(self) -> tuple[str, ...]:
+        """Upstream local_index_spec.integrity_check, run on open: pointers that do not
+        match the signed log are not served, and since the digests leave them out,
+        anti-entropy pulls those records back from the holder (the index rebuilt)."""
+        with self._conn.lock:
+            rows = self._db.execute(_POINTER_SQL).fetchall()
+        bad = sum(1 for row in rows if self._checked(row) is None)
+        if not bad:
+            return ()
+        return (f"{bad} of {len(rows)} evicted-record pointers do not match the signed log: "
+                "not served; sync brings those records back",)
+
     def usage(self) -> TierUsage:
         with self._conn.lock:
             held = self._db.execute(
