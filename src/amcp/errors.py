@@ -73,6 +73,20 @@ class NotFoundError(AmcpError):
     status = Status.NOT_FOUND
 
 
+class CacheMissError(AmcpError):
+    """Upstream CACHE_MISS: the record is evicted from tier 0 (its pointer is in the local
+    index) and no peer holding it can be reached now. Not "not found": it exists, and a
+    read once a higher-tier peer is back fetches it. 503 on the wire and over HTTP, with
+    ``code = "CACHE_MISS"``; ``pointer`` is what the local index knows of it."""
+
+    status = Status.UNAVAILABLE
+    code = "CACHE_MISS"
+
+    def __init__(self, message: str, *, pointer: dict[str, object] | None = None) -> None:
+        super().__init__(message)
+        self.pointer = pointer or {}
+
+
 class AmbiguousIdError(AmcpError):
     """An id prefix a person typed names more than one record; ``candidates`` lists them."""
 

@@ -44,6 +44,8 @@ from amcp.store.base import (
     Store,
     StoredRecord,
     StoreStats,
+    cache_miss,
+    pointer_of,
 )
 from amcp.store.owner import check_file
 from amcp.store.rowseal import left_out_warning
@@ -329,6 +331,10 @@ class Memory(WritePath, ReviewPath):
         """Privacy erasure: wipe the content, keep a tombstone so it never comes back."""
         with self.atomic():
             found = self.store.get(knowledge_id)
+            if found is None and pointer_of(self.store, knowledge_id):  # evicted: purge beats
+                hlc = self.clock.send()  # it; the tombstone goes to the holder through sync
+                self.store.put_tombstone(knowledge_id, hlc=hlc, reason=reason)
+                return WriteOutcome(knowledge_id, Status.NO_CONTENT, hlc)
             if found is None:
                 raise NotFoundError(f"no record {knowledge_id}")
             if found.state.lifecycle is Lifecycle.PURGED:
@@ -385,6 +391,8 @@ class Memory(WritePath, ReviewPath):
                 raise StoreIntegrityError(
                     f"{knowledge_id} is quarantined: {why}; run `amcp verify` for the report"
                 )
+            if (pointer := pointer_of(self.store, knowledge_id)) is not None:
+                raise cache_miss(pointer)  # evicted: it exists at a higher tier (sync.tiers)
             raise NotFoundError(f"no record {knowledge_id}")
         if found.record is None:
             raise GoneError(f"{knowledge_id} was purged")

@@ -375,9 +375,14 @@ def admit_write(
         check_size(shaped)
     if existing is not None:
         return shaped, existing, None
+    tiers = store.capabilities.tiers  # evicted records exist: their pointers say so
+    pointer = tiers.pointer(shaped.knowledge_id) if tiers is not None else None
+    if pointer is not None and pointer.checksum != shaped.integrity.checksum:
+        raise ConflictError(f"{shaped.knowledge_id} already exists (evicted from tier 0) with "
+                            "different content; write a new record with causal.supersedes")
     refs = (*(shaped.causal.caused_by or ()), shaped.causal.supersedes) if shaped.causal else ()
     for ref in (r for r in refs if r and r not in also_present):
-        if store.get(ref) is None:
+        if store.get(ref) is None and (tiers is None or tiers.pointer(ref) is None):
             raise PreconditionFailed(f"causal predecessor {ref} is not stored here")
     verdict = firewall.screen(shaped, related) if firewall is not None else None
     return shaped, None, verdict

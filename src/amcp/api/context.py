@@ -77,6 +77,10 @@ class ApiContext:
             row = store.get(kid)
             return row is None or row.record is None or who.readable(row.record.meta.project_scope)
 
+        tiers = store.capabilities.tiers
+        pointer = self.locked(tiers.pointer, knowledge_id) if tiers is not None else None
+        if pointer is not None and (self.access is None or who.readable(pointer.scopes)):
+            self.locked(self.memory.get, knowledge_id)  # evicted: CacheMissError, 503
         knowledge_id = self.locked(
             self.memory.resolve_id, knowledge_id,
             visible=readable if self.access is not None else None,

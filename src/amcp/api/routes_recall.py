@@ -13,6 +13,7 @@ from amcp.api.context import ERRORS, api_of
 from amcp.api.views import hit_out
 from amcp.errors import ForbiddenError
 from amcp.session.policy import Mode
+from amcp.sync.tiers import matching_pointers
 
 router = APIRouter(tags=["recall"])
 
@@ -41,9 +42,11 @@ def recall(body: s.RecallIn, request: Request) -> s.RecallOut:
         h for h in result.hits
         if h.item.record is not None and who.readable(h.item.record.meta.project_scope)
     ]
+    evicted = api.locked(matching_pointers, api.memory, body.query, who.readable)
     return s.RecallOut(
         query=result.query, took_ms=round(result.took_ms, 3),
         results=[hit_out(h, result.trust.get(h.knowledge_id)) for h in hits],
+        evicted=[s.EvictedOut(**e) for e in evicted],
     )
 
 

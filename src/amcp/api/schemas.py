@@ -212,10 +212,29 @@ class ListOut(BaseModel):
     )
 
 
+class EvictedOut(BaseModel):
+    """A record evicted from tier 0 that matches the query: its pointer in the local index
+    (docs/replication.md, "Tiers"); a node with its holder online fetches it on a read."""
+
+    knowledge_id: str
+    type: str
+    subject: str
+    text: str  # the first 200 characters of its statement
+    scopes: list[str]
+    tags: list[str]
+    checksum: str
+    lifecycle: str
+    tier: int
+    where: str
+    size: int
+    evicted_at: float
+
+
 class RecallOut(BaseModel):
     query: str
     took_ms: float
     results: list[HitOut]
+    evicted: list[EvictedOut] = []
 
 
 class QueryOut(BaseModel):

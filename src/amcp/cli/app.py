@@ -298,6 +298,9 @@ def stats(store: StoreOpt = None, json_: JsonOpt = False) -> None:
         s = mem.stats()
         report = mem.store.verify()  # the whole chain, signed head, row digest, witnesses
         quarantined = len(mem.store.quarantined())
+        from amcp.sync.tiers import usage_view
+
+        tiers = usage_view(mem, None)  # tier 0's size and its evicted pointers
     data = {
         "records": s.records,
         "by_lifecycle": s.by_lifecycle,
@@ -316,6 +319,8 @@ def stats(store: StoreOpt = None, json_: JsonOpt = False) -> None:
             "quarantined": quarantined,
         },
     }
+    if tiers is not None:
+        data["tiers"] = tiers
     from amcp.cli.peers_cmd import running_sync
 
     sync = running_sync(store)

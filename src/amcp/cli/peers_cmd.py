@@ -33,7 +33,7 @@ def node_health(node: str | None, store: str | Path | None) -> dict[str, Any]:
     retry = RetryPolicy(connect_timeout=3.0, request_timeout=10.0, ack_timeout=3.0)
     with SyncClient.connect(host, port, retry=retry, budget_tokens=2100,
                             task="amcp peers") as client:
-        return client.health()
+        return client.health(tiers=True)
 
 
 def _ago(value: float | None) -> str:
@@ -48,7 +48,8 @@ def peers(node: NodeOpt = None, store: StoreOpt = None, json_: JsonOpt = False) 
     health = node_health(node, store)
     sync = health.get("sync")
     if json_:
-        emit_json({"members": health.get("members", []), "sync": sync})
+        emit_json({"members": health.get("members", []), "sync": sync,
+                   "tiers": health.get("tiers")})
         return
     if sync is None:
         out.print("this node does not replicate (no --peer / [peers]), or did not show its "
@@ -74,6 +75,13 @@ def peers(node: NodeOpt = None, store: StoreOpt = None, json_: JsonOpt = False) 
             f"{m.get('endpoint') or m.get('key', '?')[:12]} {m.get('state')}" for m in members))
     totals = sync.get("totals", {})
     out.print("totals: " + ", ".join(f"{k} {v}" for k, v in totals.items() if v))
+    tiers = health.get("tiers")
+    if isinstance(tiers, dict):
+        out.print(f"tier 0: {tiers.get('tier0_records', 0)} records, "
+                  f"{tiers.get('tier0_bytes', 0)} bytes; evicted {tiers.get('evicted', 0)} "
+                  f"({tiers.get('evicted_bytes', 0)} bytes) held at "
+                  f"{', '.join(tiers.get('holders') or []) or 'no tier-1 peer'}; fetched back "
+                  f"{tiers.get('fetched_back', 0)}, cache misses {tiers.get('cache_misses', 0)}")
 
 
 def running_sync(store: str | Path | None) -> dict[str, Any] | None:
@@ -90,4 +98,12 @@ def running_sync(store: str | Path | None) -> dict[str, Any] | None:
     except (AmcpError, OSError):
         return None
     sync = health.get("sync")
-    return dict(sync["totals"]) if isinstance(sync, dict) and "totals" in sync else None
+    if not (isinstance(sync, dict) and "totals" in sync):
+        return None
+    out = dict(sync["totals"])
+    tiers = health.get("tiers")
+    if isinstance(tiers, dict):  # what the node's tier rounds did since it started
+        for key in ("evicted_since_start", "fetched_back", "cache_misses"):
+            if isinstance(tiers.get(key), int):
+                out[f"tiers_{key}"] = tiers[key]
+    return out

@@ -43,6 +43,10 @@ ConfigOpt = Annotated[Path | None, typer.Option(
     "--config", help="Node config (TOML): [sync] settings and [peers.NAME] tables.")]
 AdvertiseOpt = Annotated[str | None, typer.Option(
     help="HOST:PORT peers should dial to reach this node (default: --host:--port).")]
+TierRecordsOpt = Annotated[int | None, typer.Option(
+    "--tier-max-records", help="Tier 0's record limit ([tiers] max_records; 0: none).")]
+TierBytesOpt = Annotated[int | None, typer.Option(
+    "--tier-max-bytes", help="Tier 0's body bytes ([tiers] max_bytes; default 50 MB).")]
 
 
 @friendly
@@ -66,6 +70,8 @@ def serve(
     peer: PeerOpt = None,
     config: ConfigOpt = None,
     advertise: AdvertiseOpt = None,
+    tier_max_records: TierRecordsOpt = None,
+    tier_max_bytes: TierBytesOpt = None,
 ) -> None:
     """Run the AMCP node (binary protocol) and the HTTP/MCP API until interrupted."""
     import asyncio  # here, not at import: `amcp --help` loads every command module
@@ -76,7 +82,7 @@ def serve(
     from amcp.session.trust import load_anchors
 
     access = AccessPolicy.load(policy) if policy is not None else None
-    sync = sync_config(config, peer or [])
+    sync = sync_config(config, peer or [], tier_max_records, tier_max_bytes)
     if access is not None and sync.policy_grants():
         access = AccessPolicy(access.grants + sync.policy_grants(), access.default)
     anchors = load_anchors(anchor) if anchor is not None else ()
@@ -194,14 +200,22 @@ def _start_http(mem: Memory, server: NodeServer, plan: _Plan, token: str,
                    on_ready=ready, stop=stop, sync_status=replicator.totals))
 
 
-def sync_config(config: Path | None, peers: list[str]) -> SyncConfig:
-    """The replication settings from ``--config`` and ``--peer``. Every node replicates:
-    with no peers of its own it still answers those that dial it (members, counters, the
-    loop rule by key)."""
+def sync_config(config: Path | None, peers: list[str], tier_records: int | None = None,
+                tier_bytes: int | None = None) -> SyncConfig:
+    """The replication settings from ``--config``, ``--peer`` and the ``--tier-*`` limits
+    (which override ``[tiers]``). Every node replicates: with no peers of its own it still
+    answers those that dial it (members, counters, the loop rule by key)."""
+    from dataclasses import replace
+
     from amcp.sync.peers import SyncConfig, load_config, peers_from_cli
 
     base = load_config(config) if config is not None else SyncConfig()
-    return base.with_peers(peers_from_cli(peers))
+    tiers = base.tiers
+    if tier_records is not None:
+        tiers = replace(tiers, max_records=tier_records)
+    if tier_bytes is not None:
+        tiers = replace(tiers, max_bytes=tier_bytes)
+    return replace(base, tiers=tiers).with_peers(peers_from_cli(peers))
 
 
 async def _replicate(replicator: Replicator, endpoint: str | None) -> None:

@@ -35,6 +35,7 @@ from amcp.conformance.steps import (
     write_all,
     x_state,
 )
+from amcp.conformance.tiersteps import declared_index, tier_health
 from amcp.errors import Status
 from amcp.wire import MsgType
 
@@ -194,7 +195,8 @@ def t2_02_amql(target: Target) -> Verdict:
 def t2_03_tiers(target: Target) -> Verdict:
     """Write records, end that connection, read them on a new one by id and by query.
     PASS if every read succeeds from the node itself — ``network_fetches == 0`` and
-    ``x-state.tier`` 0 (tier_0) — and the local index finds them by query too."""
+    ``x-state.tier`` 0 (tier_0) — the local index finds them by query too, and the node
+    reports tier 0 and its local index (sizes, evicted pointers, limits) when asked."""
     peer = target.active()
     with peer.conn:
         records = _seed(target, peer, 4, "t2-03")
@@ -205,6 +207,7 @@ def t2_03_tiers(target: Target) -> Verdict:
         _, by_query = read_results(peer, {"amql": f"RECALL * WHERE subject CONTAINS "
                                                   f"'{records[0]['core']['subject']}'"})
         health = peer.request(MsgType.HEALTH_CHECK, {})
+        report = tier_health(peer)
     got = {r.get("knowledge_id"): r for r in results}
     tiers = {str(x_state(r).get("tier")) for r in got.values()}
     store = health.frame.payload.get("store")
@@ -218,6 +221,7 @@ def t2_03_tiers(target: Target) -> Verdict:
         check("HEALTH_RESPONSE reports the store", isinstance(store, dict)
               and isinstance(store.get("records"), int) and store["records"] >= len(ids),
               repr(store)),
+        declared_index(report, len(ids)),
     ]
     return verdict_of(checks, f"{len(ids)} records served from tier 0 with no network fetch")
 

@@ -33,6 +33,7 @@ from amcp.conformance.steps import (
     x_state,
 )
 from amcp.conformance.syncsteps import digest, pull
+from amcp.conformance.tiersteps import fill_plan, fillers, read_back, tier_health, wait_under
 from amcp.errors import Status
 from amcp.wire import Frame, MsgType
 
@@ -243,51 +244,72 @@ def t3_03_gravity(target: Target) -> Verdict:
 
 # ----------------------------------------------------------------------------- T3-04
 
-FILL = 300  # KT-CONTEXT records written over the pinned ones (a black box cannot fill 50 MB)
-
 
 def t3_04_pinning(target: Target) -> Verdict:
-    """Write a KT-FACT and a KT-PITFALL, then 300 KT-CONTEXT records in the same scope.
-    PASS if the fact and pitfall still read back active from tier 0 with no network fetch,
-    and are in CORE_PRINCIPLES of a later cold boot."""
-    scope = f"{target.config.scope}-t304"
-    me, tok = created_by(target), _tok()
-    fact = make_record(scope, me, subject=f"pinned fact {tok}", obj="never evicted")
-    pit = make_record(scope, me, kind=KnowledgeType.PITFALL, subject=f"pinned pitfall {tok}",
-                      obj="never evicted either")
-    fill = [make_record(scope, me, kind=KnowledgeType.CONTEXT, subject=f"filler {tok} {i}",
-                        obj="x" * 200) for i in range(FILL)]
-    pinned = [fact["knowledge_id"], pit["knowledge_id"]]
+    """The target (an edge) declares tier 0's ``max_records`` and a higher-tier holder.
+    Write a KT-FACT and a KT-PITFALL first (the least recently used), then KT-DECISION
+    fillers past the limit; wait for the target's own eviction round to bring tier 0 back
+    under it. PASS if it evicted, the fact and pitfall still read back active from tier 0
+    with no network fetch and are in CORE_PRINCIPLES, and every filler still reads back
+    with its checksum — the evicted ones through the local index (fetched back)."""
+    if (why := need(target, 2)) is not None:
+        return Verdict(False, why)
+    scope, me, tok = f"{target.config.scope}-t304", created_by(target), _tok()
+    pinned = [make_record(scope, me, subject=f"pinned fact {tok}", obj="never evicted"),
+              make_record(scope, me, kind=KnowledgeType.PITFALL, subject=f"pinned pitfall {tok}",
+                          obj="never evicted either")]
     peer = target.active()
     with peer.conn:
-        write_all(target, peer, [fact, pit])
-        for start in range(0, FILL, 50):
+        tiers = tier_health(peer)
+        count, why = fill_plan(tiers)
+        if why is not None or tiers is None:
+            return Verdict(False, why or "no tier report")
+        fill = fillers(scope, me, tok, count)
+        write_all(target, peer, pinned)
+        for start in range(0, len(fill), 50):
             batch = peer.request(MsgType.MEMORY_WRITE, {"batch": fill[start:start + 50]})
             target.written.extend(r["knowledge_id"] for r in fill[start:start + 50])
             if batch.frame.msg_type is not MsgType.MEMORY_WRITE_ACK:
                 return Verdict(False, f"filler batch refused: {describe(batch)}", batch.raw)
-        reply, results = read_results(peer, {"ids": pinned})
-    states = [x_state(r) for r in results]
-    with target.connect() as conn:
+    limits = tiers.get("limits") or {}
+    within = 2 * float(limits.get("interval") or 60) + target.config.converge_within
+    after = wait_under(target, int(limits["max_records"]), int(tiers.get("evicted") or 0),
+                       within)
+    evicted = (after or {}).get("evicted", 0) - int(tiers.get("evicted") or 0)
+    ids = [r["knowledge_id"] for r in pinned]
+    peer = target.active()
+    with peer.conn:
+        reply, results = read_results(peer, {"ids": ids})
+        got, fetched, missed = read_back(peer, [r["knowledge_id"] for r in fill])
+    with target.connect() as conn:  # a cold boot opens a session of its own
         p = Peer(conn, target.me)
         p.handshake()
-        boot = p.request(MsgType.COLD_BOOT_REQUEST, {"task": f"pinned {tok}", "project": scope,
-                                                     "project_scope": scope,
-                                                     "budget_tokens": 8000})
+        boot = p.request(MsgType.COLD_BOOT_REQUEST, {
+            "task": f"pinned {tok}", "project": scope, "project_scope": scope,
+            "budget_tokens": 8000})
+    states = [x_state(r) for r in results]
     items = (boot.frame.payload.get("pack") or {}).get("items") or []
     core = {i.get("knowledge_id") for i in items if isinstance(i, dict)
             and i.get("zone") == "CORE_PRINCIPLES"}
+    same = all(got.get(r["knowledge_id"], {}).get("integrity", {}).get("checksum")
+               == r["integrity"]["checksum"] for r in fill)
     checks = [
-        check("fact and pitfall read back", len(results) == 2, f"{len(results)}/2"),
-        check("still active in tier 0", all(s.get("lifecycle") == "active"
-                                            and str(s.get("tier")) in ("0", "tier_0")
-                                            for s in states) and len(states) == 2,
-              repr([(s.get("lifecycle"), s.get("tier")) for s in states])),
-        check("no network fetch", reply.frame.payload.get("network_fetches") == 0,
+        check("tier 0 evicted back under its limit", evicted > 0 and after is not None
+              and after.get("tier0_records", 0) <= limits["max_records"],
+              f"{evicted} evicted, tier 0 now {(after or {}).get('tier0_records')} records "
+              f"(limit {limits['max_records']})"),
+        check("fact and pitfall still active in tier 0", len(states) == 2 and all(
+            s.get("lifecycle") == "active" and str(s.get("tier")) in ("0", "tier_0")
+            for s in states), repr([(s.get("lifecycle"), s.get("tier")) for s in states])),
+        check("no network fetch for them", reply.frame.payload.get("network_fetches") == 0,
               repr(reply.frame.payload.get("network_fetches"))),
-        check("both in CORE_PRINCIPLES", set(pinned) <= core, f"{len(core)} in the zone"),
+        check("both in CORE_PRINCIPLES", set(ids) <= core, f"{len(core)} in the zone"),
+        check("every evicted filler still there (fetched back, same checksum)",
+              len(got) == len(fill) and same and fetched > 0 and missed == 0,
+              f"{len(got)}/{len(fill)} read, {fetched} fetched back, {missed} cache misses"),
     ]
-    return verdict_of(checks, f"fact and pitfall pinned after {FILL} fillers")
+    return verdict_of(checks, f"{evicted} of {len(fill)} fillers evicted; fact and pitfall "
+                              "pinned; the evicted ones fetched back")
 
 
 # ----------------------------------------------------------------------------- T3-05
@@ -416,7 +438,7 @@ LEVEL_3: tuple[Spec, ...] = (
     Spec("T3-01", "Gossip convergence", t3_01_gossip),
     Spec("T3-02", "Conflict resolution", t3_02_conflicts),
     Spec("T3-03", "Knowledge gravity", t3_03_gravity),
-    Spec("T3-04", "Edge pinning", t3_04_pinning),
+    Spec("T3-04", "Edge solidification and eviction", t3_04_pinning),
     Spec("T3-05", "Knowledge distillation", t3_05_distill),
     Spec("T3-06", "Federated sync", t3_06_federated),
 )

@@ -352,8 +352,10 @@ class Client:
             raise ValueError("give knowledge_id (with a reason), amql or event")
         return await self._write(M.MEMORY_INVALIDATE, payload)
 
-    async def health(self) -> dict[str, Any]:
-        return dict((await self.request(M.HEALTH_CHECK, {})).payload)
+    async def health(self, *, tiers: bool = False) -> dict[str, Any]:
+        """HEALTH_RESPONSE; ``tiers``: with tier 0's size and evicted counts."""
+        payload = {"tiers": True} if tiers else {}
+        return dict((await self.request(M.HEALTH_CHECK, payload)).payload)
 
     async def sync_pull(
         self, since: int = 0, *, scopes: Sequence[str] | None = None, limit: int | None = None,
@@ -533,8 +535,8 @@ class SyncClient:
     def cold_boot(self, task: str, **kw: Any) -> dict[str, Any]:
         return self._call(self.client.cold_boot(task, **kw))
 
-    def health(self) -> dict[str, Any]:
-        return self._call(self.client.health())
+    def health(self, *, tiers: bool = False) -> dict[str, Any]:
+        return self._call(self.client.health(tiers=tiers))
 
     def sync_pull(self, since: int = 0, **kw: Any) -> dict[str, Any]:
         return self._call(self.client.sync_pull(since, **kw))

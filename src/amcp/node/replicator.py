@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from amcp.node.config import is_local_address
 from amcp.node.peerlink import PeerLink
+from amcp.node.tiering import Tiering
 from amcp.session import TrustConfig
 from amcp.store.base import Change
 from amcp.sync import pull_changes
@@ -52,10 +53,12 @@ class Replicator:
         self.links: dict[str, PeerLink] = {}
         self._tasks: list[asyncio.Task[None]] = []
         self._wake = asyncio.Event()
+        self._closing = False
         self._probe_turn = 0
         self.immediate_watermark = 0
         for spec in self.config.peers:
             self._add_link(spec, learned=False)
+        self.tiering = Tiering(server, replica, self.links, self.config.tiers)
 
     def _add_link(self, spec: PeerSpec, *, learned: bool) -> PeerLink:
         status = self.replica.board.peer(spec.label, spec.endpoint, tier=spec.tier,
@@ -71,16 +74,19 @@ class Replicator:
         for body, every in ((self._push_round, self.config.push_poll),
                             (self._gossip_round, self.config.gossip_interval),
                             (self._probe_round, self.config.probe_interval),
-                            (self._anti_entropy_round, self.config.anti_entropy_interval)):
+                            (self._anti_entropy_round, self.config.anti_entropy_interval),
+                            (self.tiering.evict_round, self.config.tiers.interval)):
             self._tasks.append(loop.create_task(self._every(body, every)))
 
     def poke(self) -> None:
         """A write was acknowledged: look at the change log now, not at the next poll."""
         self._wake.set()
 
-    async def _every(self, body: Callable[[], Awaitable[None]], seconds: float) -> None:
+    async def _every(self, body: Callable[[], Awaitable[object]], seconds: float) -> None:
         first = body != self._anti_entropy_round  # anti-entropy waits one interval
-        while True:
+        # Not `while True`: on 3.11 a cancel that meets the wake event being set is
+        # swallowed by wait_for (it returns instead), and close() would wait forever.
+        while not self._closing:
             if first:
                 try:
                     await body()
@@ -98,6 +104,7 @@ class Replicator:
                 await asyncio.sleep(seconds * random.uniform(0.9, 1.1))
 
     async def close(self) -> None:
+        self._closing = True
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
@@ -205,7 +212,7 @@ class Replicator:
         self._add_link(PeerSpec(host, port, name=f"member {key[:12]}"), learned=True)
 
     def status(self) -> dict[str, Any]:
-        return self.replica.board.to_dict()
+        return {**self.replica.board.to_dict(), "tiers": self.tiering.status()}
 
     def totals(self) -> dict[str, int]:
         """Counters and how many peers are connected: what ``/v1/health`` shows."""
@@ -227,4 +234,6 @@ def attach(server: NodeServer, config: SyncConfig, endpoint: str | None = None) 
     server.service.replica = replica
     replicator = Replicator(server, replica)
     server.after_write = replicator.poke
+    server.fetch_back = replicator.tiering.fetch_back
+    server.tier_status = replicator.tiering.status
     return replicator

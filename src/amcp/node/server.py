@@ -32,6 +32,7 @@ from amcp.memory import Memory
 from amcp.node.admission import Admission
 from amcp.node.channel import Channel
 from amcp.node.config import DEFAULT_HOST, DEFAULT_PORT, Limits, is_local_address, local_node
+from amcp.node.health import Fetch, health_reads, health_sync, read_fetching_back, tier_payload
 from amcp.node.service import WRITES, NodeService, Peer, Reply
 from amcp.session import (
     AccessPolicy,
@@ -55,6 +56,7 @@ T = TypeVar("T")
 M = MsgType
 # Enum members as globals on the per-request path: EnumType.__getattr__ makes `M.X` a slow
 # lookup in Python 3.11 (see amcp.session.session).
+_FETCHES: set[asyncio.Task[None]] = set()
 _HEALTH_CHECK, _SESSION_BEGIN, _MEMORY_READ = M.HEALTH_CHECK, M.SESSION_BEGIN, M.MEMORY_READ
 # Reads by id this small are answered on the loop itself: a thread-pool hop costs more than
 # the lookup (bench/node_rtt.py). Anything larger, and every write, goes to a thread.
@@ -89,6 +91,10 @@ class NodeServer:
         # hook it sets to hear of every acknowledged write at once (the push trigger).
         self.replica: Replica | None = None
         self.after_write: Callable[[], None] | None = None
+        # Tier 0 (amcp.node.tiering, set by attach): fetch evicted ids back (then serve
+        # them: node.health.Fetch), and the tier rounds' report for HEALTH_RESPONSE.
+        self.fetch_back: Fetch | None = None
+        self.tier_status: Callable[[], dict[str, Any]] | None = None
         self.limits = limits or Limits()
         self.identity = identity or NodeIdentity(memory.keyring.signing_key)
         self.local: LocalNode = local_node(
@@ -377,14 +383,19 @@ class _Connection(asyncio.BufferedProtocol):
             return inline
         if mt is _HEALTH_CHECK:
             self.inflight += 1
-            self.submit(self.server._read_pool, self.server.memory.stats, frame, self.health)
+            wants = isinstance(frame.payload, dict) and bool(frame.payload.get("tiers"))
+            self.submit(self.server._read_pool,
+                        functools.partial(health_reads, self.server.memory, wants),
+                        frame, self.health)
             return inline
         peer = self.peer
         assert peer is not None  # requests only arrive after the hello
         if mt is _SESSION_BEGIN or (
             inline > 0 and mt is _MEMORY_READ and _small_id_read(frame.payload)
         ):
-            self.answer(frame, self.run_inline(frame, peer))
+            result = self.run_inline(frame, peer)
+            if not self.fetch_then_answer(frame, result):
+                self.answer(frame, result)
             return inline - 1
         self.inflight += 1
         server = self.server
@@ -421,12 +432,46 @@ class _Connection(asyncio.BufferedProtocol):
         future.add_done_callback(finished)
 
     def served(self, frame: Frame, result: Reply | BaseException) -> None:
+        if self.fetch_then_answer(frame, result):
+            return
         self.answer(frame, result)
         hook = self.server.after_write
         if hook is not None and frame.msg_type in WRITES and isinstance(result, Reply):
             hook()
         if not self.flush():
             self.arm()
+
+    def fetch_then_answer(self, frame: Frame, result: Reply | BaseException) -> bool:
+        """A read that met evicted records, on a node that can fetch them back: fetch
+        (tier 1 first), read again and answer then, with ``network_fetches``. True: the
+        answer is on its way from a task."""
+        fetch, peer = self.server.fetch_back, self.peer
+        if fetch is None or not isinstance(result, Reply) or frame.msg_type is not _MEMORY_READ:
+            return False
+        ids = result.payload.get("cache_miss")
+        if not ids or peer is None:
+            return False
+        self.inflight += 1
+
+        async def reread() -> Reply | BaseException:
+            return await self.loop.run_in_executor(
+                self.server._read_pool,
+                functools.partial(self.server.service.handle, frame, peer))
+
+        async def run() -> None:
+            try:
+                again = await read_fetching_back(fetch, ids, result, reread)
+            finally:
+                self.inflight -= 1
+            if not self.closed:
+                self.answer(frame, again)
+                if not self.flush():
+                    self.arm()
+
+        task = self.loop.create_task(run())
+        _FETCHES.add(task)  # held until done: the loop keeps only a weak reference
+        task.add_done_callback(_FETCHES.discard)
+        return True
 
     def answer(self, frame: Frame, result: Reply | BaseException) -> None:
         channel = self.channel
@@ -441,10 +486,11 @@ class _Connection(asyncio.BufferedProtocol):
             log.exception("request %s failed", frame.msg_type.name, exc_info=result)
             channel.reply_error(frame, Status.INTERNAL, "internal error")
 
-    def health(self, frame: Frame, stats: Any) -> None:
-        if isinstance(stats, BaseException):
-            self.answer(frame, stats)
+    def health(self, frame: Frame, facts: Any) -> None:
+        if isinstance(facts, BaseException):
+            self.answer(frame, facts)
         else:
+            stats, tiers = facts
             state = self.channel.session.state
             hlc = self.server.memory.clock.send()
             payload = {
@@ -454,6 +500,8 @@ class _Connection(asyncio.BufferedProtocol):
                 "store": {"records": stats.records, "bytes": stats.bytes},
                 "uptime_s": round(self.server.uptime(), 3),
             }
+            if tiers is not None:
+                payload["tiers"] = tier_payload(tiers, self.server.tier_status)
             replica = self.server.replica
             if replica is not None:
                 payload.update(health_sync(replica, frame.payload, self.channel.session, hlc))
@@ -535,19 +583,6 @@ class _Connection(asyncio.BufferedProtocol):
         if self.timer is not None:
             self.timer.cancel()
             self.timer = self.timer_at = None
-
-
-def health_sync(replica: Replica, asked: Any, session: Session, hlc: int) -> dict[str, Any]:
-    """PROFILE §10: merge the caller's member list, answer with ours; a local caller (the
-    operator's ``amcp peers``) also gets the sync status board."""
-    members = asked.get("members") if isinstance(asked, dict) else None
-    if isinstance(members, list):
-        replica.membership.merge(members, time.monotonic())
-    out: dict[str, Any] = {"members": replica.membership.entries(hlc)}
-    negotiated = session.negotiated
-    if negotiated is not None and negotiated.granted_trust is TrustLevel.LOCAL:
-        out["sync"] = replica.board.to_dict()
-    return out
 
 
 def _small_id_read(payload: Any) -> bool:

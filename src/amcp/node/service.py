@@ -40,6 +40,7 @@ from amcp.store.links import is_work_session_id
 from amcp.sync import apply_changes, pull_changes
 from amcp.sync.digest import scope_digests, to_wire
 from amcp.sync.replica import Replica, Source
+from amcp.sync.tiers import matching_pointers, pointer_view
 from amcp.wire import Frame, MsgType
 
 MAX_IDS = MAX_K  # ids per MEMORY_READ: the same bound as k
@@ -184,8 +185,8 @@ class NodeService:
         return Reply(_READ_RESPONSE, {
             "results": results,
             "total_tokens": tokens,
-            "cache_hits": len(results),  # everything is served from this node (tier 0)
-            "network_fetches": 0,
+            "cache_hits": len(results),  # served from this node (tier 0); see _evicted
+            "network_fetches": 0,  # the server sets it when it fetched evicted ones back
             # Whole microseconds, in ms: round(x, 3) formats a string, every read.
             "query_time_ms": (time.perf_counter_ns() - started) // 1000 / 1000,
             "truncated": truncated or bool(extra.pop("truncated", False)),
@@ -213,7 +214,31 @@ class NodeService:
                 amf, size = amf_out_sized(self.memory, item, now, self.amf_cache)
                 amfs.append(amf)
                 sizes.append(size)
-        return amfs, ({"missing": missing} if missing else {})
+        return amfs, self._evicted(missing, peer)
+
+    def _evicted(self, missing: list[str], peer: Peer) -> dict[str, Any]:
+        """Ids not here: the evicted ones (pointers in tier 0's local index) are named
+        apart, as ``cache_miss`` with their pointers — upstream CACHE_MISS; a node with a
+        higher-tier peer fetches them back before answering (``NodeServer.fetch_back``)."""
+        if not missing:
+            return {}
+        tiers = self.memory.store.capabilities.tiers
+        found = tiers.pointers(missing) if tiers is not None else {}
+        shown = {k: p for k, p in found.items() if self.readable(peer, p.scopes)}
+        out: dict[str, Any] = {}
+        rest = [k for k in missing if k not in shown]
+        if rest:
+            out["missing"] = rest
+        if shown:
+            out["cache_miss"] = list(shown)
+            out["evicted"] = [pointer_view(p) for p in shown.values()]
+        return out
+
+    def _evicted_hits(self, query: str, peer: Peer) -> dict[str, Any]:
+        """Recall: evicted records whose pointer matches the query, so the caller knows
+        they exist (reading their ids fetches them back)."""
+        hits = matching_pointers(self.memory, query, lambda scopes: self.readable(peer, scopes))
+        return {"evicted": hits} if hits else {}
 
     def _recall(
         self, p: Mapping[str, Any], peer: Peer, now: float, sizes: list[int]
@@ -248,7 +273,7 @@ class NodeService:
             # provenance this node verified rather than by the claim the record carries.
             verdict = result.trust.get(hit.knowledge_id)
             trusts.append(verdict.to_dict() if verdict is not None else None)
-        return amfs, {"scores": scores, "trust": trusts}
+        return amfs, {"scores": scores, "trust": trusts, **self._evicted_hits(query, peer)}
 
     def _read_amql(self, text: Any, peer: Peer) -> tuple[list[dict[str, Any]], dict[str, Any]]:
         amql_ops.expect(text, "RECALL", "MEMORY_READ amql")

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from amcp.amf.record import AMFRecord
 from amcp.amf.types import KnowledgeType, Lifecycle
-from amcp.errors import StoreError
+from amcp.errors import CacheMissError, StoreError
 from amcp.store.termstats import TermStats
 
 if TYPE_CHECKING:
@@ -36,6 +36,9 @@ class ChangeOp(StrEnum):
     # released one (draft -> active): docs/firewall.md.
     HOLD = "hold"
     CONFIRM = "confirm"
+    # Tier 0 dropped the record's body and kept a pointer: a peer of a higher tier holds
+    # it (docs/replication.md, "Tiers"). This node's own cache decision: never replicated.
+    EVICT = "evict"
 
 
 @dataclass(frozen=True, slots=True)
@@ -286,6 +289,76 @@ class RawBodies(Protocol):
 
 
 @dataclass(frozen=True, slots=True)
+class Pointer:
+    """What tier 0 keeps of an evicted record (upstream local_index_spec): enough to route a
+    read, to say in recall that the record exists, and to verify it when it comes back.
+    ``checksum``, ``envelope``, ``type``, ``scopes``, ``lifecycle`` and ``superseded_by`` are
+    the signed ``evict`` change's details; ``subject``, ``tags`` and ``text`` help recall
+    only (they are not vouched for; a fetched copy is checked against the checksum)."""
+
+    knowledge_id: str
+    type: KnowledgeType
+    scopes: tuple[str, ...]
+    checksum: str
+    envelope: str | None
+    lifecycle: Lifecycle
+    superseded_by: str | None
+    reason: str | None
+    subject: str
+    tags: tuple[str, ...]
+    size: int  # bytes of the canonical AMF the eviction freed
+    holder: str  # where it lives: the peer (endpoint) that confirmed holding it
+    tier: int  # that peer's tier
+    evicted_at: float
+    hlc: int  # the HLC of the ``evict`` change that vouches for the pointer
+    # A peer changed the record's state since: sync brings it back whole (not a digest
+    # line, not a duplicate); reads still find the pointer and fetch it back.
+    stale: bool = False
+    text: str = ""  # the first 1,000 characters of its statement, for recall over pointers
+
+
+@dataclass(frozen=True, slots=True)
+class TierUsage:
+    """Tier 0's size: records and body bytes held here, and the pointers kept."""
+
+    records: int
+    bytes: int
+    evicted: int
+    evicted_bytes: int
+
+
+class TierIndex(Protocol):
+    """Capability: tier-0 eviction with a local index of pointers (docs/replication.md,
+    "Tiers"). ``evict`` and ``release`` are writes: call them inside ``Memory.atomic()``."""
+
+    def evict(self, knowledge_id: str, *, hlc: int, holder: str, tier: int) -> Pointer:
+        """Drop the record's body and derived rows, keep its pointer, log ``evict``."""
+        ...
+
+    def release(self, knowledge_id: str, *, hlc: int, why: str) -> bool:
+        """Mark a pointer stale (the record changed elsewhere: sync brings it back whole)."""
+        ...
+
+    def pointer(self, knowledge_id: str) -> Pointer | None:
+        """The verified pointer of an evicted record, or None."""
+        ...
+
+    def pointers(self, knowledge_ids: Sequence[str]) -> dict[str, Pointer]: ...
+
+    def find_pointers(self, terms: Sequence[str], *, limit: int = 20) -> list[Pointer]:
+        """Pointers whose subject, tags or text hold at least half the terms, best first."""
+        ...
+
+    def iter_pointers(self) -> Iterator[Pointer]: ...
+
+    def usage(self) -> TierUsage: ...
+
+    def sizes(self, knowledge_ids: Sequence[str]) -> dict[str, int]:
+        """Stored body bytes of each given record."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
 class Capabilities:
     """What a backend offers beyond the core port, declared by the backend and wired by the
     composition root (``Memory``); a missing one is ``None`` and its feature is off (no
@@ -296,6 +369,22 @@ class Capabilities:
     feed: ChangeFeed | None = None
     access: AccessLog | None = None
     bodies: RawBodies | None = None
+    tiers: TierIndex | None = None
+
+
+def pointer_of(store: Store, knowledge_id: str) -> Pointer | None:
+    """The evicted record's pointer, when the store keeps a tier index and has one."""
+    tiers = store.capabilities.tiers
+    return tiers.pointer(knowledge_id) if tiers is not None else None
+
+
+def cache_miss(pointer: Pointer) -> CacheMissError:
+    """Upstream CACHE_MISS for an evicted record no holder was reached for (or asked)."""
+    return CacheMissError(
+        f"{pointer.knowledge_id} is evicted from tier 0; it lives at {pointer.holder} (tier "
+        f"{pointer.tier}): a node with that peer online fetches it back",
+        pointer={"knowledge_id": pointer.knowledge_id, "where": pointer.holder,
+                 "tier": pointer.tier, "subject": pointer.subject})
 
 
 def vectors_of(store: Store) -> VectorSource:

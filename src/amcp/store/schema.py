@@ -169,6 +169,22 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE INDEX IF NOT EXISTS vectors_count ON vectors(rowid);
     INSERT OR REPLACE INTO store_meta(key, value) VALUES ('backfill.head-mac', 'pending');
     """,
+    # 11: tier 0's local index of evicted records (store/sqlite_tiers.py): one pointer per
+    # record whose body was dropped because a higher-tier peer holds it. ``seq`` is the
+    # signed ``evict`` change the pointer's checked facts are read against.
+    """
+    CREATE TABLE IF NOT EXISTS evicted (
+        knowledge_id TEXT PRIMARY KEY,
+        seq          INTEGER NOT NULL,
+        subject      TEXT NOT NULL,
+        tags         TEXT NOT NULL,
+        text         TEXT NOT NULL,
+        size         INTEGER NOT NULL,
+        holder       TEXT NOT NULL,
+        tier         INTEGER NOT NULL,
+        evicted_at   REAL NOT NULL
+    );
+    """,
 )
 
 # Python run after a migration's SQL, in the same transaction: a backfill that needs what

@@ -51,6 +51,7 @@ from amcp.store.sqlite_put import RecordWrites
 from amcp.store.sqlite_reads import RecordReads
 from amcp.store.sqlite_seals import backfill_head_mac, backfill_seals
 from amcp.store.sqlite_state import StateChanges
+from amcp.store.sqlite_tiers import SQLiteTiers
 from amcp.store.sqlite_vectors import SQLiteVectors
 from amcp.store.sqlite_verified import Verifier
 from amcp.store.sqlite_verify import verify_since_mark, verify_store
@@ -114,6 +115,7 @@ class SQLiteStore:
         # After a write of ours: the -shm file and its header exist by now.
         self.conn.wal_watch = WalWatch.open(self.path)
         restrict(self.path)
+        self._pointer_warnings = self.tiers.check()  # the local index, checked on open
         if verify_on_open:
             report = self.verify(incremental=True)
             if not report.ok:
@@ -136,9 +138,10 @@ class SQLiteStore:
         )
         self._reads = RecordReads(conn, self.verifier, self._writes.content_key)
         self._states = StateChanges(conn, log, self.verifier, self.access)
+        self.tiers = SQLiteTiers(conn, log, self.verifier, self.access, self._states)
         self._capabilities = Capabilities(
             lexical=self.lexical, vectors=self.vectors, feed=self.feed, access=self.access,
-            bodies=self.bodies,
+            bodies=self.bodies, tiers=self.tiers,
         )
 
     # ------------------------------------------------------------------ lifecycle
@@ -183,10 +186,14 @@ class SQLiteStore:
         item = PutItem(
             record, hlc, vector, index_text, index_context, sensitive, expires_at, lifecycle
         )
-        return self._writes.put_many([item])[0]
+        return self.put_many([item])[0]
 
     def put_many(self, items: Sequence[PutItem]) -> list[PutResult]:
-        return self._writes.put_many(items)
+        with self.log.atomic():
+            results = self._writes.put_many(items)
+            # A record stored again (fetched back, re-pulled) is no longer evicted.
+            self.tiers.forget_many([r.knowledge_id for r in results if r.created])
+        return results
 
     def set_state(
         self,
@@ -207,7 +214,9 @@ class SQLiteStore:
         self._states.purge(knowledge_id, hlc=hlc, reason=reason)
 
     def put_tombstone(self, knowledge_id: str, *, hlc: int, reason: str | None = None) -> bool:
-        return self._states.put_tombstone(knowledge_id, hlc=hlc, reason=reason)
+        with self.log.atomic():
+            self.tiers.forget(knowledge_id)  # purge beats eviction: the pointer goes too
+            return self._states.put_tombstone(knowledge_id, hlc=hlc, reason=reason)
 
     def set_weight(self, knowledge_id: str, weight: float) -> None:
         self._states.set_weight(knowledge_id, weight)
@@ -277,7 +286,7 @@ class SQLiteStore:
         self.log.rewitness()
 
     def integrity_warnings(self) -> tuple[str, ...]:
-        return self.verifier.integrity_warnings()
+        return self.verifier.integrity_warnings() + self._pointer_warnings
 
     def quarantined(self) -> dict[str, str]:
         return self.verifier.quarantined()

@@ -100,10 +100,10 @@ class StateChanges:
             self._changes.count(census.LIFECYCLE + Lifecycle.PURGED.value)
             values = after_purge(row[col.FACTS], hlc=hlc, reason=reason, seq=seq)
             self._rewrite(row, values, None)
-            self._drop_derived(rowid)
+            self.drop_derived(rowid)
             self._access.drop(knowledge_id)
 
-    def _drop_derived(self, rowid: int) -> None:
+    def drop_derived(self, rowid: int) -> None:
         """Delete a purged record's index rows (lexical, vector, tags, events, links,
         access days); its scopes stay, for the tombstone's visibility."""
         fts = self._db.execute(

@@ -84,9 +84,11 @@ class _Reads:
         return census_of(self._db)
 
     def latest_seqs(self) -> Mapping[str, int]:
-        return dict(self._db.execute(
-            "SELECT knowledge_id, MAX(seq) FROM changes GROUP BY knowledge_id"
-        ))
+        # An id whose latest change is ``evict`` has no row by design (sqlite_tiers.py):
+        # SQLite takes the bare ``op`` from the row holding MAX(seq).
+        return {kid: seq for kid, seq, op in self._db.execute(
+            "SELECT knowledge_id, MAX(seq), op FROM changes GROUP BY knowledge_id"
+        ) if op != "evict"}
 
     def record_rows(self) -> Iterable[Sequence[Any]]:
         return self._db.execute(f"SELECT {ROW_COLS} FROM records r")

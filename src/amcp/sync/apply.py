@@ -34,6 +34,7 @@ from amcp.errors import AmcpError, IntegrityError, ValidationError
 from amcp.ports import MemoryWriter
 from amcp.store.base import StoredRecord
 from amcp.sync.conflicts import resolve
+from amcp.sync.tiers import fresh_pointer, note_state_change
 
 OPS = frozenset({"put", "invalidate", "supersede", "purge"})
 DEFAULT_MAX_DRIFT_MS = 60_000  # PROFILE §5
@@ -154,6 +155,11 @@ def _admissible(
         result._refuse(kid, why)
         return None
     found = memory.store.get(kid)
+    if found is None:
+        pointer = fresh_pointer(memory, kid)  # evicted here: a copy is no news
+        if pointer is not None and pointer.checksum == shaped.integrity.checksum:
+            result.duplicates += 1
+            return None
     if found is not None:
         if found.record is None:
             result._refuse(kid, "purged here; a purged id never comes back")
@@ -209,6 +215,7 @@ def _flush(
     for _entry, record in run:
         pred = record.causal.supersedes if record.causal is not None else None
         if pred:
+            note_state_change(memory, pred, f"superseded by {record.knowledge_id}")
             done = resolve(memory, pred, record.knowledge_id)
             result.resolved += int(done.conflict and done.changed)
 
@@ -224,6 +231,8 @@ def _apply_state(
         return _apply_purge(memory, kid, found, writable)
     if found is not None and found.record is None:
         raise AmcpError(f"{kid} was purged here and never comes back")
+    if found is None and note_state_change(memory, kid, f"{op} from a peer"):
+        return True  # evicted here: sync brings it back whole, in its new state
     if found is None:
         raise AmcpError(f"{kid} is not stored here")
     assert found.record is not None

@@ -24,6 +24,7 @@ from amcp.amf.types import Lifecycle
 from amcp.ports import MemoryWriter
 from amcp.store.base import RecordFilter, StoredRecord
 from amcp.sync.feed import stays_here
+from amcp.sync.tiers import digest_pointers
 
 PURGED = "~purged"
 PAGE = 1000
@@ -76,11 +77,31 @@ def scope_digests(
         for name in names:
             if wanted is None or name in wanted:
                 lines.setdefault(name, []).append(line)
+    _pointer_lines(memory, readable, wanted, lines)
     out: Digests = {}
     for name, items in lines.items():
         items.sort()
         out[name] = (hashlib.sha256("\n".join(items).encode()).hexdigest(), len(items))
     return out
+
+
+def _pointer_lines(memory: MemoryWriter, readable: ScopeCheck | None,
+                   wanted: set[str] | None, lines: dict[str, list[str]]) -> None:
+    """An evicted record is held here as far as sync goes (its pointer, in the state it
+    had): the same line as before its eviction, so eviction moves no digest. A stale
+    pointer (changed elsewhere since) is left out, so anti-entropy brings it back."""
+    for p in digest_pointers(memory):
+        if readable is not None and not readable(p.scopes):
+            continue
+        if p.lifecycle is Lifecycle.INVALIDATED:
+            state = "I"
+        elif p.superseded_by:
+            state = f"S:{p.superseded_by}"
+        else:
+            state = "L"
+        for name in p.scopes:
+            if wanted is None or name in wanted:
+                lines.setdefault(name, []).append(f"{p.knowledge_id} {state}")
 
 
 def differing(mine: Mapping[str, tuple[str, int]], theirs: Mapping[str, Any]) -> list[str]:

@@ -102,9 +102,10 @@ def _entry(
     op, kid, hlc, details = change.op, change.knowledge_id, change.hlc, change.details
     if op is ChangeOp.PURGE:
         return {"op": "purge", "knowledge_id": kid, "hlc": hlc}
-    if op in (ChangeOp.ARCHIVE, ChangeOp.HOLD, ChangeOp.CONFIRM):
+    if op in (ChangeOp.ARCHIVE, ChangeOp.HOLD, ChangeOp.CONFIRM, ChangeOp.EVICT):
         # A hold or a release is this node's firewall's decision about a record; a peer
         # that receives the record screens it with its own firewall and writer keys.
+        # An eviction is this node's cache decision (docs/replication.md, "Tiers").
         return None
     found = memory.store.get(kid)
     if found is None or found.record is None or found.state.sensitive:

@@ -34,6 +34,7 @@ from typing import Any
 from amcp.errors import ConfigError
 from amcp.session.identity import b64url_decode
 from amcp.session.policy import Grant, scope_matches
+from amcp.sync.tierconfig import TierConfig, tiers_from_mapping
 
 DEFAULT_PORT = 7707
 ALL = ("*",)
@@ -131,6 +132,7 @@ class SyncConfig:
     push_rate: float = 20_000.0
     reconnect_backoff: tuple[float, ...] = (0.2, 0.5, 1.0, 2.0, 5.0)
     extra: Mapping[str, Any] = field(default_factory=dict)
+    tiers: TierConfig = field(default_factory=TierConfig)  # [tiers]: amcp.sync.tierconfig
 
     def __post_init__(self) -> None:
         for name in ("anti_entropy_interval", "gossip_interval", "push_poll", "probe_interval",
@@ -190,8 +192,8 @@ def _patterns(entry: Mapping[str, Any], key: str, where: str) -> tuple[str, ...]
 
 
 def config_from_mapping(data: Mapping[str, Any]) -> SyncConfig:
-    """The ``[sync]`` and ``[peers]`` sections of a node config; other sections are left to
-    their own readers."""
+    """The ``[sync]``, ``[peers]`` and ``[tiers]`` sections of a node config; other sections
+    are left to their own readers."""
     sync = data.get("sync") or {}
     if not isinstance(sync, Mapping):
         raise ConfigError("sync: must be a table")
@@ -208,7 +210,7 @@ def config_from_mapping(data: Mapping[str, Any]) -> SyncConfig:
             raise ConfigError(f"sync.{key}: must be a number")
         values[key] = int(value) if key in ("hop_limit", "batch", "fanout",
                                             "indirect_probes") else float(value)
-    return SyncConfig(peers=specs, **values)
+    return SyncConfig(peers=specs, tiers=tiers_from_mapping(data.get("tiers")), **values)
 
 
 def load_config(path: Path) -> SyncConfig:
