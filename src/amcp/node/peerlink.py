@@ -306,7 +306,7 @@ class PeerLink:
             return False
         counts = {"pulled": len(changes), "applied": result.applied,
                   "duplicates": result.duplicates, "conflicts": result.conflicts,
-                  "resolved_conflicts": result.resolved}
+                  "resolved_conflicts": result.resolved, "malformed": result.malformed}
         self.status.counters.add(**counts)
         self.replica.board.totals.add(**counts)
         if result.conflicts:
