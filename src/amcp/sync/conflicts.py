@@ -13,7 +13,8 @@ state written below is a function of the set alone:
 - every other claimant without successors of its own is superseded by the winner, with a
   conflict note as its reason (an invalidated one only gets the pointer); one with its own
   successor keeps that pointer;
-- a claimant that had been marked a loser and now wins becomes active again.
+- a claimant that had been marked a loser and now wins becomes active again;
+- a purged claimant claims nothing (``claims``): with none left, P is active again.
 
 This runs wherever a record that supersedes P is stored: on the node a client wrote it to
 (``settle``, from the node's write path) as on every node sync brings it to — otherwise the
