@@ -22,21 +22,37 @@ def _failures(report: object) -> list[tuple[str, str]]:
     return [(r.id, r.detail) for r in report.results if not r.passed]  # type: ignore[attr-defined]
 
 
-# T2-02 asks AMQL for `confidence >= 0.8` over records the kit wrote with confidence 0.9;
-# since the firewall work AMQL answers confidence from verified provenance, and an unsigned
-# wire client's claim is capped below 0.8 (docs/firewall.md). Which one PROFILE should
-# mean is open (issue 18/17 closing notes); every other Level-2 procedure must pass.
-KNOWN_LEVEL_2 = {"T2-02"}
-
-
 def test_our_node_passes_level_2(tmp_path: Path) -> None:
+    """All of it, nothing tolerated: T2-02's confidence filter is judged below what our
+    firewall grants an unsigned writer (docs/conformance.md, T2-02)."""
     with running_node(tmp_path / "a" / "memory.db") as (host, port):
         report = run_level(host, port, level=2, config=CONFIG, only=LEVEL_2)
-    failed = dict(_failures(report))
-    assert set(failed) <= KNOWN_LEVEL_2, failed
-    assert "confidence >= 0.8" in failed.get("T2-02", "confidence >= 0.8"), failed
+    assert not _failures(report), _failures(report)
     assert [r.id for r in report.results] == LEVEL_2
     assert "invalidated the" in report.cleanup
+
+
+def test_a_claimed_confidence_still_does_not_pass_a_trust_capped_filter(tmp_path: Path) -> None:
+    """The firewall guarantee T2-02 now stays clear of: the same kit, claiming 0.9 as an
+    unsigned writer, does not get past `confidence >= 0.8` on our node (docs/firewall.md)."""
+    from amcp.conformance.client import KitIdentity
+    from amcp.conformance.records import make_record
+    from amcp.conformance.steps import Target, created_by, read_results, write_all
+
+    with running_node(tmp_path / "a" / "memory.db") as (host, port):
+        target = Target(host, port, CONFIG, KitIdentity.fresh())
+        scope = f"{CONFIG.scope}-claims"
+        rec = make_record(scope, created_by(target), subject="self-rated certainty",
+                          obj="claimed ninety percent", confidence=0.9)
+        peer = target.active()
+        with peer.conn:
+            write_all(target, peer, [rec])
+            answers = [read_results(peer, {"amql": f"RECALL * WHERE {field} >= 0.8 AND "
+                                           f"project_scope CONTAINS '{scope}' LIMIT rows(10)"})
+                       for field in ("confidence", "stated_confidence")]
+    high, stated = ([r["knowledge_id"] for r in results] for _, results in answers)
+    assert high == []
+    assert stated == [rec["knowledge_id"]]
 
 
 def test_t2_08_exchanges_records_with_a_reference_node(tmp_path: Path) -> None:

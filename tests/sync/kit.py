@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
-from collections.abc import AsyncIterator, Callable
-from contextlib import AsyncExitStack, asynccontextmanager
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import AsyncExitStack, asynccontextmanager, contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, TypeVar
@@ -63,10 +64,16 @@ async def start_node(tmp: Path, name: str, config: SyncConfig = FAST,
 
 
 async def stop_node(node: Node) -> None:
-    if node.replicator is not None:
-        await node.replicator.close()
-    await node.server.close()
-    node.memory.close()
+    """Replicator, server, store — each closed even if the one before failed or this is
+    cancelled, so no socket or thread outlives the test (filterwarnings = error)."""
+    try:
+        if node.replicator is not None:
+            await node.replicator.close()
+    finally:
+        try:
+            await node.server.close()
+        finally:
+            node.memory.close()
 
 
 async def cut(node: Node) -> int:
@@ -103,6 +110,46 @@ async def cluster(tmp: Path, names: list[str], *, config: SyncConfig = FAST,
             if chain:
                 prev = (node,)
         yield nodes
+
+
+@contextmanager
+def serving(tmp: Path, names: list[str], *, config: SyncConfig = FAST,
+            bound: float = 60.0) -> Iterator[dict[str, Node]]:
+    """``cluster`` on an event loop of its own thread, for a synchronous caller such as the
+    conformance kit. The caller's blocking work stays on its own thread, bounded by its own
+    deadlines — never a thread that a cancelled ``asyncio.to_thread`` would leave running
+    against nodes being torn down. On exit every node is stopped, the loop's leftover tasks
+    and executor are finished, the loop closed and the thread joined, whatever was raised."""
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, name="cluster-loop", daemon=True)
+    thread.start()
+    stack = AsyncExitStack()
+
+    async def up() -> dict[str, Node]:
+        return await stack.enter_async_context(cluster(tmp, names, config=config))
+
+    try:
+        yield asyncio.run_coroutine_threadsafe(up(), loop).result(bound)
+    finally:
+        try:
+            asyncio.run_coroutine_threadsafe(stack.aclose(), loop).result(bound)
+        finally:
+            asyncio.run_coroutine_threadsafe(_drain(), loop).result(bound)
+            loop.call_soon_threadsafe(loop.stop)
+            thread.join(bound)
+            loop.close()
+
+
+async def _drain() -> None:
+    """What ``asyncio.run`` does before it closes a loop: cancel what is left, finish the
+    async generators and the default executor."""
+    loop = asyncio.get_running_loop()
+    rest = [t for t in asyncio.all_tasks(loop) if t is not asyncio.current_task()]
+    for task in rest:
+        task.cancel()
+    await asyncio.gather(*rest, return_exceptions=True)
+    await loop.shutdown_asyncgens()
+    await loop.shutdown_default_executor()
 
 
 async def eventually(check: Callable[[], Any], timeout: float = 10.0,

@@ -150,20 +150,30 @@ def _amql(peer: Peer, query: str) -> tuple[Received, list[str]]:
     return reply, [r.get("knowledge_id", "") for r in results]
 
 
+# T2-02's confidences and thresholds. The kit is an unsigned writer, and a node may cap what
+# such a writer's stated confidence is worth (ours serves AMQL `confidence` from verified
+# provenance: an unverified claim counts at most 0.7, an unverified web page 0.5 —
+# docs/firewall.md). The spec asks that the filter work, not that a stranger's claim be
+# believed, so every planted value and threshold sits at or below 0.5: the filter is judged
+# the same on a node that trusts every claim and on one that caps them.
+HIGH, HIGHER, LOW = 0.6, 0.65, 0.2
+AT_LEAST, ABOVE = 0.5, 0.3
+
+
 def t2_02_amql(target: Target) -> Verdict:
-    """Plant a KT-FACT (0.9), a KT-PITFALL (0.4) on one distinctive topic and a KT-DECISION
-    (0.95) on another; run RECALL with semantic_match, type and confidence filters inside
+    """Plant a KT-FACT (0.6), a KT-PITFALL (0.2) on one distinctive topic and a KT-DECISION
+    (0.65) on another; run RECALL with semantic_match, type and confidence filters inside
     the run's scope. Every result must satisfy its filters, the planted best match rank
     first, and a malformed query be answered ERROR 400."""
     # A scope of its own: other tests of the run write records of the same types.
     scope, me, tok = f"{target.config.scope}-t202", created_by(target), _token()
     topic = f"glacier turbine lubrication schedule {tok}"
     fact = make_record(scope, me, subject=topic, obj="every ninety days with cold grease",
-                       confidence=0.9)
+                       confidence=HIGH)
     pit = make_record(scope, me, kind=KnowledgeType.PITFALL, subject=f"glacier pumps {tok}",
-                      obj="warm grease clogs the bearings", confidence=0.4)
+                      obj="warm grease clogs the bearings", confidence=LOW)
     dec = make_record(scope, me, kind=KnowledgeType.DECISION, subject=f"orbital ledger {tok}",
-                      obj="adopt double entry accounting", confidence=0.95)
+                      obj="adopt double entry accounting", confidence=HIGHER)
     ids = {"fact": fact["knowledge_id"], "pit": pit["knowledge_id"], "dec": dec["knowledge_id"]}
     mine = f"project_scope CONTAINS '{scope}'"
     peer = target.active()
@@ -173,16 +183,19 @@ def t2_02_amql(target: Target) -> Verdict:
         _, sem = _amql(peer, f"RECALL * WHERE semantic_match('{probe}') AND {mine} "
                        "LIMIT rows(3)")
         _, pits = _amql(peer, f"RECALL * WHERE type = KT-PITFALL AND {mine} LIMIT rows(10)")
-        _, high = _amql(peer, f"RECALL * WHERE confidence >= 0.8 AND {mine} LIMIT rows(10)")
+        _, high = _amql(peer, f"RECALL * WHERE confidence >= {AT_LEAST} AND {mine} "
+                        "LIMIT rows(10)")
         _, both = _amql(peer, f"RECALL * WHERE type IN [KT-FACT, KT-PITFALL] AND "
-                        f"confidence > 0.5 AND {mine} LIMIT rows(10)")
+                        f"confidence > {ABOVE} AND {mine} LIMIT rows(10)")
         bad = peer.request(MsgType.MEMORY_READ, {"amql": "RECALL * WHERE confidence >>> 1"})
     checks = [
         check("semantic_match ranks the planted match first", bool(sem) and sem[0] == ids["fact"],
               f"first of {len(sem)}: {sem[0] if sem else None}"),
         check("type = KT-PITFALL", pits == [ids["pit"]], f"{len(pits)} results"),
-        check("confidence >= 0.8", set(high) == {ids["fact"], ids["dec"]}, f"{len(high)} results"),
-        check("type IN […] AND confidence > 0.5", both == [ids["fact"]], f"{len(both)} results"),
+        check(f"confidence >= {AT_LEAST}", set(high) == {ids["fact"], ids["dec"]},
+              f"{len(high)} results"),
+        check(f"type IN […] AND confidence > {ABOVE}", both == [ids["fact"]],
+              f"{len(both)} results"),
         check("malformed query → ERROR 400", bad.frame.msg_type is MsgType.ERROR
               and bad.status == Status.BAD_REQUEST, describe(bad)),
     ]

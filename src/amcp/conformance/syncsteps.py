@@ -65,23 +65,35 @@ def push(peer: Peer, changes: Sequence[Mapping[str, Any]], origin: str,
     return dict(reply.frame.payload)
 
 
-def final_states(changes: Iterable[Mapping[str, Any]]) -> dict[str, tuple[str, str]]:
-    """knowledge_id → (last op, checksum of its record) in HLC order.
+SYNC_OPS = ("put", "supersede", "invalidate", "purge")  # what sync makes equal (PROFILE §10)
+_FINAL = {"purge": "purged", "invalidate": "invalidated"}  # outranks whatever else it saw
 
-    A purge or invalidation after a put wins whatever order the changes were listed in."""
-    out: dict[str, tuple[int, str, str]] = {}
+
+def final_states(changes: Iterable[Mapping[str, Any]]) -> dict[str, tuple[str, str]]:
+    """knowledge_id → (final state, checksum of its record): ``purged``, ``invalidated`` or
+    ``present``.
+
+    The final state is PROFILE §10's outcome, not the order a node saw things in: a purge
+    beats everything and an invalidation beats a put or a supersede, wherever they are in
+    the feed. Whether a present record is superseded, and by which, is left to reading it
+    (T3-02 does): a feed is a history, and a supersede can be undone where no change says
+    so — a claimant marked a loser may win once more claimants arrive, a predecessor whose
+    successor was purged is active again — each node working that out for itself. Ops
+    outside the four sync ops (a node's own ``weight`` or ``archive``) are not compared."""
+    out: dict[str, tuple[str, str]] = {}
     for c in changes:
-        kid, hlc, op = c.get("knowledge_id"), c.get("hlc"), c.get("op")
-        if not isinstance(kid, str) or not isinstance(op, str):
+        kid, op = c.get("knowledge_id"), c.get("op")
+        if not isinstance(kid, str) or op not in SYNC_OPS:
             continue
-        when = hlc if isinstance(hlc, int) else 0
         amf = c.get("amf")
         checksum = ""
         if isinstance(amf, Mapping) and isinstance(amf.get("integrity"), Mapping):
             checksum = str(amf["integrity"].get("checksum", ""))
-        if kid not in out or when >= out[kid][0]:
-            out[kid] = (when, op, checksum or (out[kid][2] if kid in out else ""))
-    return {kid: (op, checksum) for kid, (_, op, checksum) in out.items()}
+        state, had = out.get(kid, ("present", ""))
+        if state != "purged":
+            state = _FINAL.get(str(op), state)
+        out[kid] = (state, checksum or had)
+    return out
 
 
 def digest(changes: Iterable[Mapping[str, Any]]) -> str:

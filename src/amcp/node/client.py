@@ -252,6 +252,11 @@ class Client:
                 return await asyncio.wait_for(asyncio.shield(future), wait)
             except TimeoutError:
                 continue
+            except asyncio.CancelledError:
+                # The shield kept the answer's future alive; nobody waits for it now, and
+                # failed at the link's close it would be logged as never retrieved.
+                future.cancel()
+                raise
         future.cancel()
         link.close("no ack after retries")
         raise NodeUnavailable(f"{msg_type.name} not acknowledged after {len(waits)} attempts")

@@ -242,36 +242,49 @@ class PeerLink:
         got = 0
         async with self.lock:
             mark = self.status.pulled_watermark if since is None else since
-            asked = self._ask(client, mark, scopes)
-            frame = None
-            for _ in range(MAX_BATCHES):
-                try:
-                    frame = await asked
-                except (NodeUnavailable, RemoteProtocolError) as exc:
-                    await self.drop(f"pull: {exc}")
-                    return got
-                changes = frame.payload.get("changes") or []
-                got += len(changes)
-                more = bool(frame.payload.get("more"))
-                nxt = int(frame.payload.get("watermark", mark))
-                if more:
-                    asked = self._ask(client, nxt, scopes)
-                if changes and not await self._apply(changes):
-                    if more:
-                        asked.cancel()
-                    return got
-                mark = nxt
-                if not repair and mark > self.status.pulled_watermark:
-                    self.status.pulled_watermark = mark
-                    await self._save(self._meta_pulled, mark)
-                self.status.remote_hlc = max(self.status.remote_hlc, frame.clock)
-                if not repair:
-                    self.status.behind = more
-                if not more:
-                    break
-            if frame is not None:
-                self._end_stream(client, frame.seq, mark)
-            self.status.last_sync_at = time.time()
+            asked: list[asyncio.Task[Frame]] = []
+            try:
+                got = await self._pull_batches(client, asked, mark, scopes, repair)
+            finally:
+                # A request asked ahead must not outlive this exchange (a cancelled round,
+                # a refused batch): a pending task would be left holding the link.
+                for task in asked:
+                    task.cancel()
+        return got
+
+    async def _pull_batches(self, client: Client, asked: list[asyncio.Task[Frame]],
+                            mark: int, scopes: Sequence[str] | None, repair: bool) -> int:
+        """``pull_new``'s loop; the request not answered yet is kept in ``asked``."""
+        got = 0
+        frame = None
+        asked.append(self._ask(client, mark, scopes))
+        for _ in range(MAX_BATCHES):
+            try:
+                frame = await asked[-1]
+            except (NodeUnavailable, RemoteProtocolError) as exc:
+                await self.drop(f"pull: {exc}")
+                return got
+            asked.clear()  # answered: only a pending request is kept (a frame is large)
+            changes = frame.payload.get("changes") or []
+            got += len(changes)
+            more = bool(frame.payload.get("more"))
+            nxt = int(frame.payload.get("watermark", mark))
+            if more:
+                asked.append(self._ask(client, nxt, scopes))
+            if changes and not await self._apply(changes):
+                return got
+            mark = nxt
+            if not repair and mark > self.status.pulled_watermark:
+                self.status.pulled_watermark = mark
+                await self._save(self._meta_pulled, mark)
+            self.status.remote_hlc = max(self.status.remote_hlc, frame.clock)
+            if not repair:
+                self.status.behind = more
+            if not more:
+                break
+        if frame is not None:
+            self._end_stream(client, frame.seq, mark)
+        self.status.last_sync_at = time.time()
         return got
 
     def _ask(self, client: Client, since: int, scopes: Sequence[str] | None
@@ -306,7 +319,7 @@ class PeerLink:
             return False
         counts = {"pulled": len(changes), "applied": result.applied,
                   "duplicates": result.duplicates, "conflicts": result.conflicts,
-                  "resolved_conflicts": result.resolved}
+                  "resolved_conflicts": result.resolved, "malformed": result.malformed}
         self.status.counters.add(**counts)
         self.replica.board.totals.add(**counts)
         if result.conflicts:

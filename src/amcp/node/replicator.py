@@ -21,7 +21,6 @@ others go on. The logic of what to send and how to apply it is ``amcp.sync``'s (
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
 import logging
 import random
@@ -44,6 +43,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("amcp.sync")
 MAX_LEARNED = 64  # links opened to members learned through gossip
+CLOSE_RETRY = 0.5  # s: close() cancels a loop again if it is still running after this
 
 
 class Replicator:
@@ -96,21 +96,36 @@ class Replicator:
                     log.warning("sync: %s failed", body.__name__, exc_info=True)
             first = True
             if body == self._push_round:
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._wake.wait(), seconds)
+                # A timer sets the event instead of asyncio.wait_for: on Python 3.11 a
+                # wait_for whose inner wait finishes as the task is cancelled can swallow
+                # the cancellation, and this loop would then outlive close() (a test
+                # run's teardown hung on it).
+                timer = asyncio.get_running_loop().call_later(seconds, self._wake.set)
+                try:
+                    await self._wake.wait()
+                finally:
+                    timer.cancel()
                 self._wake.clear()
             else:
                 # Jitter, so that peers do not fall into step with each other.
                 await asyncio.sleep(seconds * random.uniform(0.9, 1.1))
 
     async def close(self) -> None:
-        self._closing = True
-        for task in self._tasks:
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
-        self._tasks.clear()
-        await asyncio.gather(*(link.close() for link in self.links.values()),
-                             return_exceptions=True)
+        """Stop every loop and close every link — the links also when this is cancelled
+        while the loops wind down, so no socket outlives the replicator."""
+        self._closing = True  # the rounds' stop flag (see _every)
+        try:
+            pending = set(self._tasks)
+            while pending:
+                # Cancel again what is still running: a cancellation swallowed by a
+                # wait_for inside a round (Python 3.11) must not keep close() waiting.
+                for task in pending:
+                    task.cancel()
+                _, pending = await asyncio.wait(pending, timeout=CLOSE_RETRY)
+        finally:
+            self._tasks.clear()
+            await asyncio.gather(*(link.close() for link in self.links.values()),
+                                 return_exceptions=True)
 
     # ------------------------------------------------------------------ rounds
 

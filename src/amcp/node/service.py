@@ -38,6 +38,7 @@ from amcp.session import AccessPolicy, Mode, Principal
 from amcp.session.identity import b64url_encode
 from amcp.store.links import is_work_session_id
 from amcp.sync import apply_changes, pull_changes
+from amcp.sync.conflicts import settle
 from amcp.sync.digest import scope_digests, to_wire
 from amcp.sync.replica import Replica, Source
 from amcp.sync.tiers import matching_pointers, pointer_view
@@ -301,7 +302,9 @@ class NodeService:
             # Shape and scope of every record first, so a 400/403 stores nothing; then the
             # write rules for all and one transaction (Memory.put_batch).
             shaped = [self._check_amf(amf, peer) for amf in batch]
-            outcomes = self.memory.put_batch(shaped)
+            with self.memory.atomic():
+                outcomes = self.memory.put_batch(shaped)
+                settle(self.memory, shaped)
             created = any(o.created for o in outcomes)
             return Reply(M.MEMORY_WRITE_ACK, {
                 "knowledge_ids": [o.knowledge_id for o in outcomes],
@@ -313,7 +316,7 @@ class NodeService:
         )
         if isinstance(record, AMFRecord):
             self.check_write(peer, record.meta.project_scope)
-            return self._ack(self.memory.put(record))
+            return self._ack(self._store(record))
         return self._ack(self._put(record, peer))
 
     def _check_amf(self, amf: Any, peer: Peer) -> AMFRecord:
@@ -324,7 +327,16 @@ class NodeService:
         return shaped
 
     def _put(self, amf: Any, peer: Peer) -> WriteOutcome:
-        return self.memory.put(self._check_amf(amf, peer))
+        return self._store(self._check_amf(amf, peer))
+
+    def _store(self, record: AMFRecord) -> WriteOutcome:
+        """Store, and if the record supersedes one, resolve that predecessor as sync does on
+        every other node (PROFILE §10), in the same transaction: the writer must not be the
+        one node where the predecessor, or a losing fork, stays active."""
+        with self.memory.atomic():
+            outcome = self.memory.put(record)
+            settle(self.memory, [record])
+        return outcome
 
     @staticmethod
     def _ack(outcome: WriteOutcome) -> Reply:
@@ -434,7 +446,7 @@ class NodeService:
         if replica is not None:
             replica.board.count(key, applied=result.applied, duplicates=result.duplicates,
                                 conflicts=result.conflicts,
-                                resolved_conflicts=result.resolved)
+                                resolved_conflicts=result.resolved, malformed=result.malformed)
             if result.conflicts:
                 replica.refused(key, who, "; ".join(result.problems[:3]), refused=0)
             replica.note_applied(result.done, Source(

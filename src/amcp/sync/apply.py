@@ -16,8 +16,11 @@ is not one commit per record. On top of that, what only sync needs (PROFILE §10
   the same id (content addressing makes that put a duplicate here).
 
 One refused entry is a conflict, counted and named in ``problems``; the rest still apply.
-A malformed entry fails the batch (400): the sender is broken, not out of date. A record
-whose id or checksum does not match its content raises IntegrityError (a violation).
+So is a malformed entry, or one whose ``op`` this node does not apply (another build's
+``weight``, a newer protocol's op): refusing the whole batch would stall everything behind
+that one entry, on every round, since a puller only moves its watermark past batches it
+applied. Such entries are also counted in ``malformed``. Only a record whose id or checksum
+does not match its content stops the batch: it raises IntegrityError (a violation).
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ from amcp.clock import Timestamp
 from amcp.errors import AmcpError, IntegrityError, ValidationError
 from amcp.ports import MemoryWriter
 from amcp.store.base import StoredRecord
-from amcp.sync.conflicts import resolve
+from amcp.sync.conflicts import resolve, settle
 from amcp.sync.tiers import fresh_pointer, note_state_change
 
 OPS = frozenset({"put", "invalidate", "supersede", "purge"})
@@ -48,6 +51,7 @@ class ApplyResult:
     conflicts: int = 0
     watermark: int = 0
     resolved: int = 0  # supersede conflicts decided here
+    malformed: int = 0  # entries refused for their shape or an op not applied here
     problems: list[str] = field(default_factory=list)
     done: list[tuple[str, str]] = field(default_factory=list)  # (op, id) that changed the store
 
@@ -67,14 +71,15 @@ class ApplyResult:
         self.duplicates += other.duplicates
         self.conflicts += other.conflicts
         self.resolved += other.resolved
+        self.malformed += other.malformed
         self.watermark = max(self.watermark, other.watermark)
         self.problems += other.problems[: max(0, 64 - len(self.problems))]
         self.done += other.done
 
-    def _refuse(self, kid: str, why: str) -> None:
+    def _refuse(self, kid: str | None, why: str) -> None:
         self.conflicts += 1
         if len(self.problems) < 64:
-            self.problems.append(f"{kid}: {why}")
+            self.problems.append(f"{kid}: {why}" if kid else why)
 
 
 def check_entry(change: Any, index: int) -> dict[str, Any]:
@@ -100,13 +105,19 @@ def apply_changes(
     max_drift_ms: int = DEFAULT_MAX_DRIFT_MS,
 ) -> ApplyResult:
     """Apply SYNC_PUSH / pulled entries in order. See the module docstring for the rules."""
-    entries = [check_entry(c, i) for i, c in enumerate(changes)]
     result = ApplyResult()
     run: list[tuple[dict[str, Any], AMFRecord]] = []
-    for entry in entries:
-        hlc = entry.get("hlc")
+    for index, change in enumerate(changes):
+        hlc = change.get("hlc") if isinstance(change, Mapping) else None
         if isinstance(hlc, int) and not isinstance(hlc, bool) and hlc > result.watermark:
             result.watermark = hlc
+        try:
+            entry = check_entry(change, index)
+        except ValidationError as exc:
+            kid = change.get("knowledge_id") if isinstance(change, Mapping) else None
+            result.malformed += 1
+            result._refuse(kid[:80] if isinstance(kid, str) else None, exc.message)
+            continue
         if entry["op"] == "put":
             shaped = _admissible(memory, entry, writable, max_drift_ms, result)
             if shaped is not None:
@@ -190,34 +201,36 @@ def _why_not(record: AMFRecord, writable: ScopeCheck | None, max_drift_ms: int) 
 def _flush(
     memory: MemoryWriter, run: list[tuple[dict[str, Any], AMFRecord]], result: ApplyResult
 ) -> None:
-    """Store a run of puts in one transaction; on a refusal, one by one to find it."""
+    """Store a run of puts in one transaction; on a refusal, one by one to find it. The
+    conflicts the run settles are in the same transaction: a crash in between would leave
+    them undecided for good (the records, sent again, are duplicates)."""
     if not run:
         return
-    try:
-        outcomes = memory.put_many([(r, False) for _e, r in run], dedup=False)
-    except IntegrityError:
-        raise
-    except AmcpError:
-        outcomes = None
-    if outcomes is None:
-        for entry, record in run:
-            try:
-                one = memory.put(record, dedup=False)
-            except IntegrityError:
-                raise
-            except AmcpError as exc:
-                result._refuse(entry["knowledge_id"], exc.message)
-                continue
-            _count(result, entry, one.created)
-    else:
-        for (entry, _r), outcome in zip(run, outcomes, strict=True):
-            _count(result, entry, outcome.created)
-    for _entry, record in run:
-        pred = record.causal.supersedes if record.causal is not None else None
-        if pred:
-            note_state_change(memory, pred, f"superseded by {record.knowledge_id}")
-            done = resolve(memory, pred, record.knowledge_id)
-            result.resolved += int(done.conflict and done.changed)
+    with memory.atomic():
+        try:
+            outcomes = memory.put_many([(r, False) for _e, r in run], dedup=False)
+        except IntegrityError:
+            raise
+        except AmcpError:
+            outcomes = None
+        if outcomes is None:
+            for entry, record in run:
+                try:
+                    one = memory.put(record, dedup=False)
+                except IntegrityError:
+                    raise
+                except AmcpError as exc:
+                    result._refuse(entry["knowledge_id"], exc.message)
+                    continue
+                _count(result, entry, one.created)
+        else:
+            for (entry, _r), outcome in zip(run, outcomes, strict=True):
+                _count(result, entry, outcome.created)
+        for _entry, record in run:
+            pred = record.causal.supersedes if record.causal is not None else None
+            if pred:  # an evicted predecessor's pointer goes stale (docs/replication.md)
+                note_state_change(memory, pred, f"superseded by {record.knowledge_id}")
+        result.resolved += settle(memory, (record for _entry, record in run))
 
 
 def _apply_state(
@@ -262,7 +275,13 @@ def _apply_purge(
     assert found.record is not None
     if writable is not None and not writable(found.record.meta.project_scope):
         raise AmcpError(f"{kid}: write access to its scopes is not allowed")
-    memory.purge(kid, "sync")
+    pred = found.record.causal.supersedes if found.record.causal is not None else None
+    with memory.atomic():
+        memory.purge(kid, "sync")
+        if pred:
+            # The purged record no longer claims its predecessor (conflicts.claims):
+            # decided again, as on a node that only ever got the tombstone.
+            resolve(memory, pred)
     return True
 
 
@@ -277,8 +296,10 @@ def _apply_supersede(
     if found.state.superseded_by == new:
         return False
     successor = memory.store.get(new)
-    if successor is None or successor.record is None:
+    if successor is None:
         raise AmcpError(f"{kid}: the superseding record is not stored here")
+    if successor.record is None:
+        return False  # purged here since: it claims nothing any more (conflicts.claims)
     causal = successor.record.causal
     if causal is None or causal.supersedes != kid:
         return False

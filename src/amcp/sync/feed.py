@@ -10,6 +10,11 @@ Decisions (docs/protocol.md, "Sync"):
   ``knowledge_id`` and ``hlc`` — never content, never the reason.
 - ``archive`` changes (local TTL expiry) are not replicated: every node computes TTL expiry
   itself from ``vendor_extensions["x-ttl"]``.
+- ``weight`` changes (outcome weights, amcp.evolution.outcomes) are not replicated: a
+  weight is what *this* node learned from the outcomes reported to it, like its access
+  counts. The rule ``w' = clamp(w × decay + delta)`` does not commute, so two nodes
+  exchanging absolute weights would overwrite each other's evidence; what travels is the
+  evidence itself, the KT-SIGNAL record of a QEF outcome (a put like any other).
 - Sensitive records are not replicated (they are encrypted at rest and left out of exports
   unless asked for; sync does not ask).
 - A peer only receives entries for records with at least one scope it may read; purge
@@ -102,10 +107,12 @@ def _entry(
     op, kid, hlc, details = change.op, change.knowledge_id, change.hlc, change.details
     if op is ChangeOp.PURGE:
         return {"op": "purge", "knowledge_id": kid, "hlc": hlc}
-    if op in (ChangeOp.ARCHIVE, ChangeOp.HOLD, ChangeOp.CONFIRM, ChangeOp.EVICT):
+    if op in (ChangeOp.ARCHIVE, ChangeOp.HOLD, ChangeOp.CONFIRM, ChangeOp.WEIGHT,
+              ChangeOp.EVICT):
         # A hold or a release is this node's firewall's decision about a record; a peer
-        # that receives the record screens it with its own firewall and writer keys.
-        # An eviction is this node's cache decision (docs/replication.md, "Tiers").
+        # that receives the record screens it with its own firewall and writer keys. A
+        # weight is this node's learning (module docstring). An eviction is this node's
+        # cache decision (docs/replication.md, "Tiers").
         return None
     found = memory.store.get(kid)
     if found is None or found.record is None or found.state.sensitive:

@@ -13,7 +13,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 COUNTERS = ("pushed", "pulled", "applied", "duplicates", "conflicts", "refused", "loops",
-            "violations", "rate_limited", "repairs", "digest_rounds", "resolved_conflicts")
+            "violations", "rate_limited", "repairs", "digest_rounds", "resolved_conflicts",
+            "malformed")
 
 
 @dataclass(slots=True)
@@ -30,6 +31,7 @@ class Counters:
     repairs: int = 0  # scopes whose digests differed and were re-synced
     digest_rounds: int = 0
     resolved_conflicts: int = 0  # supersede conflicts decided by the PROFILE §10 rule
+    malformed: int = 0  # received entries refused for their shape or an op not applied here
 
     def add(self, **counts: int) -> None:
         for name, n in counts.items():
