@@ -2,8 +2,11 @@
 
 Targets: first page load (``/ui``) <= 300 ms server time, search-as-you-type
 (``/ui/results`` per keystroke prefix) <= 100 ms p95, record page (``/ui/r/{id}``) <=
-150 ms. Pages are requested in-process through Starlette's TestClient, so the figure is
-the server's time to answer plus the client's in-process overhead (~1 ms), no network.
+150 ms, page weight (HTML + stylesheet + script + icon, uncompressed) <= 200 KB. The peers
+page (``/ui/peers``) is timed on the same store served by a replicating node with one live
+and one unreachable peer (``measure_peers``). Pages are requested in-process through
+Starlette's TestClient, so the figure is the server's time to answer plus the client's
+in-process overhead (~1 ms), no network.
 
 The store (hashing embedder, 100k records built with ``Memory.remember_many`` in batches)
 is cached under /tmp/amcp-bench-ui/ and reused while its parameters match.
@@ -146,6 +149,94 @@ def measure(path: Path, rounds: int) -> dict[str, Any]:
     }
 
 
+class _Loop:
+    """An event loop in a thread for the nodes, next to the sync TestClient."""
+
+    def __init__(self) -> None:
+        import asyncio
+        import threading
+
+        self.asyncio = asyncio
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.thread.start()
+
+    def run(self, coro: Any) -> Any:
+        return self.asyncio.run_coroutine_threadsafe(coro, self.loop).result(120)
+
+    def close(self) -> None:
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(10)
+
+
+async def _node(mem: Memory, peers: tuple[Any, ...] = ()) -> Any:
+    from amcp.node.replicator import attach
+    from amcp.node.server import NodeServer
+    from amcp.sync.peers import SyncConfig
+
+    server = NodeServer(mem)
+    replicator = attach(server, SyncConfig(peers=peers, lag_sample_interval=1.0))
+    await server.start("127.0.0.1", 0)
+    replicator.replica.membership.me.endpoint = f"127.0.0.1:{server.port}"
+    await replicator.start()
+    return server, replicator
+
+
+async def _stop(server: Any, replicator: Any) -> None:
+    await replicator.close()
+    await server.close()
+
+
+def measure_peers(path: Path, rounds: int) -> dict[str, Any]:
+    """``/ui/peers`` of the 100k-record node replicating with two peers: a live one it has
+    already pushed its whole log to (its stored watermarks say so, so no bulk sync runs
+    during the timing) and an unreachable one it never reached — the worst case, whose
+    queued-push count reads the most change-log entries (``amcp.sync.lag.BACKLOG_CAP``)."""
+    import tempfile
+
+    from fastapi.testclient import TestClient
+
+    from amcp.api.http import create_app
+    from amcp.sync.peers import PeerSpec
+
+    loop = _Loop()
+    with tempfile.TemporaryDirectory() as tmp:
+        edge_mem = Memory(Path(tmp) / "edge.db", embedder="hashing")
+        edge = loop.run(_node(edge_mem))
+        mem = Memory(path, embedder="hashing")
+        live = PeerSpec("127.0.0.1", edge[0].port, name="edge")
+        top = str(mem.store.max_hlc())  # the replicator's own meta keys (PeerLink)
+        mem.store.set_meta(f"sync.pushed.{live.endpoint}", top)
+        mem.store.set_meta(f"sync.pulled.{live.endpoint}", "0")
+        gone = PeerSpec("127.0.0.1", 9, name="away")  # discard port: nothing listens
+        hub = loop.run(_node(mem, (live, gone)))
+        try:
+            time.sleep(3)  # connected, probed, a few lag samples
+            app = create_app(mem)
+            app.state.ui.sync = hub[1].view
+            with TestClient(app, base_url="http://127.0.0.1") as c:
+                first = timed(c, "/ui/peers")
+                times = [timed(c, "/ui/peers") for _ in range(max(20, rounds // 4))]
+                html = c.get("/ui/peers").text
+            shown = {p.label: (p.link, p.member, p.queued.records if p.queued else None)
+                     for p in hub[1].view().peers}
+        finally:
+            loop.run(_stop(*hub))
+            loop.run(_stop(*edge))
+            loop.close()
+            mem.close()
+            edge_mem.close()
+    return {"peers_first_ms": round(first, 2), "peers_page": summary(times),
+            "peers_html_bytes": len(html.encode()), "peers_shown": shown}
+
+
+def page_weights(path: Path, html: dict[str, int]) -> dict[str, int]:
+    """Each page's whole weight: its HTML plus the stylesheet, script and icon it loads."""
+    static = ROOT / "src" / "amcp" / "ui" / "static"
+    assets = sum((static / n).stat().st_size for n in ("ui.css", "ui.js", "favicon.svg"))
+    return {page: n + assets for page, n in html.items()}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--records", type=int, default=100_000)
@@ -155,10 +246,14 @@ def main() -> None:
     built = build(path, args.records)
     load = list(os.getloadavg())  # the machine is shared: say how busy it was
     result = measure(path, args.rounds)
+    result.update(measure_peers(path, args.rounds))
+    result["page_weight_bytes"] = page_weights(path, {
+        **result["html_bytes"], "/ui/peers": result["peers_html_bytes"]})
     targets = {
         "first_page_ms<=300": result["first_page_ms"] <= 300,
         "search_as_you_type_p95<=100": result["search_as_you_type"]["p95_ms"] <= 100,
         "record_page_p95<=150": result["record_page"]["p95_ms"] <= 150,
+        "page_weight<=200KB": max(result["page_weight_bytes"].values()) <= 200 * 1024,
     }
     out = save("ui_pages", {"records": args.records, "build_s": round(built, 1),
                             "load_before": load, "load_after": list(os.getloadavg()),

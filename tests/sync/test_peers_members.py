@@ -55,10 +55,16 @@ tier = 2
     assert grant.read == ("team:*",) and grant.write == ("team:backend",)
 
 
+def test_lag_sample_interval_is_read(tmp_path: Path) -> None:
+    path = tmp_path / "node.toml"
+    path.write_text("[sync]\nlag_sample_interval = 2.5", encoding="utf-8")
+    assert load_config(path).lag_sample_interval == 2.5
+
+
 @pytest.mark.parametrize("body", [
     "[sync]\nhop_limit = 0", "[sync]\nwhatever = 1", "[peers.x]\naddress = 'h:1'\ntier = 5",
     "[peers.x]\nport = 1", "[peers.x]\naddress = 'h:1'\nsend = 'team:*'",
-    "[peers.x]\naddress = 'h:1'\npublic_key = 'short'",
+    "[peers.x]\naddress = 'h:1'\npublic_key = 'short'", "[sync]\nlag_sample_interval = 0",
 ])
 def test_config_errors_are_one_clear_error(tmp_path: Path, body: str) -> None:
     path = tmp_path / "node.toml"

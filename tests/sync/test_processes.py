@@ -59,6 +59,10 @@ def test_a_write_on_a_reaches_b_with_peer_and_amcp_peers_shows_it(tmp_path: Path
         assert board["totals"]["pushed"] >= 1
         health = httpx.get(f"http://127.0.0.1:{a_http}/v1/health", timeout=10).json()
         assert health["sync"]["pushed"] >= 1 and health["sync"]["peers_connected"] == 1
+        # amcp serve hands its replicator to the inspector too (/ui/peers, docs/ui.md)
+        page = httpx.get(f"http://127.0.0.1:{a_http}/ui/peers", timeout=10)
+        assert page.status_code == 200 and f"127.0.0.1:{b_port}" in page.text
+        assert "Replication is not configured" not in page.text
     finally:
         for proc, name in ((a, "a"), (b, "b")):
             _stop(proc, 15, tmp_path / f"{name}.err")

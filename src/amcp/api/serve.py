@@ -21,6 +21,7 @@ from amcp.api.mcp_server import build_mcp
 from amcp.errors import AmcpError, ForbiddenError
 from amcp.memory import Memory
 from amcp.session.policy import AccessPolicy, Mode
+from amcp.sync.view import SyncView
 from amcp.web.access import authenticate, build_policy
 from amcp.web.errors import problem_for
 
@@ -117,6 +118,7 @@ async def serve_http(
     stop: asyncio.Event | None = None,
     allowed_hosts: Sequence[str] = (),
     sync_status: Callable[[], dict[str, int]] | None = None,
+    sync_view: Callable[[], SyncView] | None = None,
     **uvicorn_options: Any,
 ) -> None:
     """Serve the HTTP API (and MCP at ``/mcp`` unless ``mcp=False``) until cancelled or
@@ -129,12 +131,16 @@ async def serve_http(
     and sets this event to shut down; uvicorn then installs no handlers of its own. Left
     to itself, uvicorn catches SIGINT/SIGTERM, shuts down, and raises the signal again
     with the handler it found — which in a process that ignores SIGINT, or has no SIGTERM
-    handler, leaves the rest of the process running or kills it before its cleanup."""
+    handler, leaves the rest of the process running or kills it before its cleanup.
+
+    ``sync_status`` (totals, for ``/v1/health``) and ``sync_view`` (everything, for the
+    inspector's peers page) come from the node's replicator when this process runs one."""
     import uvicorn
 
     app = build_server_app(memory, host=host, policy=policy, tokens=tokens, mcp=mcp,
                            hook_token=hook_token, allowed_hosts=allowed_hosts)
     app.state.sync_status = sync_status
+    app.state.ui.sync = sync_view  # the inspector's peers page (/ui/peers)
     if stop is not None:
         # Bounded: open keep-alive or streaming (MCP) connections must not hold a stop.
         uvicorn_options.setdefault("timeout_graceful_shutdown", 5)

@@ -197,7 +197,8 @@ def _start_http(mem: Memory, server: NodeServer, plan: _Plan, token: str,
 
     return asyncio.create_task(
         serve_http(mem, host, plan.http_port, policy=plan.access, hook_token=token,
-                   on_ready=ready, stop=stop, sync_status=replicator.totals))
+                   on_ready=ready, stop=stop, sync_status=replicator.totals,
+                   sync_view=replicator.view))
 
 
 def sync_config(config: Path | None, peers: list[str], tier_records: int | None = None,

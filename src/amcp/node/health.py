@@ -9,6 +9,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from amcp.session import Session, TrustLevel
+from amcp.session.identity import b64url_encode
 from amcp.sync.replica import Replica
 from amcp.sync.tiers import usage_view
 
@@ -31,6 +32,9 @@ def health_sync(replica: Replica, asked: Any, session: Session, hlc: int) -> dic
     members = asked.get("members") if isinstance(asked, dict) else None
     if isinstance(members, list):
         replica.membership.merge(members, time.monotonic())
+        caller = session.peer  # a replicating node probing us: its last contact
+        if caller is not None:
+            replica.board.contact(b64url_encode(caller.public_key))
     out: dict[str, Any] = {"members": replica.membership.entries(hlc)}
     negotiated = session.negotiated
     if negotiated is not None and negotiated.granted_trust is TrustLevel.LOCAL:

@@ -148,6 +148,12 @@ class PeerLink:
         self.status.pulled_watermark = max(self.status.pulled_watermark, int(pulled or 0))
         self.status.pushed_watermark = max(self.status.pushed_watermark, int(pushed or 0))
 
+    def saved_pushed(self) -> int:
+        """Our HLC this peer has acknowledged pushes up to, also before this link first
+        connected (then only the store's meta has it). Any thread: one meta read."""
+        saved = self.server.memory.store.get_meta(self._meta_pushed)
+        return max(self.status.pushed_watermark, int(saved or 0))
+
     async def _save(self, key: str, value: int) -> None:
         await self._write(self.server.memory.store.set_meta, key, str(value))
 

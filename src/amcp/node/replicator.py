@@ -1,6 +1,6 @@
 """``Replicator``: the asyncio tasks that make a node replicate by itself (PROFILE §10).
 
-Four loops on the node's event loop, each round's Memory work on the node's pools:
+Five loops on the node's event loop, each round's Memory work on the node's pools:
 
 - **push trigger** (every ``push_poll``, 50 ms): new entries in our change log that are
   critical (KT-FACT, KT-PITFALL, ``sync_priority = "immediate"``, purges) go to every tier-1
@@ -12,7 +12,9 @@ Four loops on the node's event loop, each round's Memory work on the node's pool
   carrying our member list; a member that does not answer is suspect, then dead after
   ``suspect_timeout``; members learned from answers are dialled;
 - **anti-entropy** (every ``anti_entropy_interval``, 300 s): watermark pull, then per-scope
-  digests compared with every live peer, and each differing scope re-synced both ways.
+  digests compared with every live peer, and each differing scope re-synced both ways;
+- **lag sample** (every ``lag_sample_interval``, 10 s): each peer's lag into the board's
+  bounded history (``amcp.sync.lag``), the inspector's lag-over-time chart.
 
 A peer that fails (unreachable, a bad record, a refusal) is logged and retried later; the
 others go on. The logic of what to send and how to apply it is ``amcp.sync``'s (sans-IO).
@@ -24,11 +26,13 @@ import asyncio
 import functools
 import logging
 import random
+import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from amcp.node.config import is_local_address
 from amcp.node.peerlink import PeerLink
+from amcp.node.syncview import lag_sample, peer_rows, sync_view
 from amcp.node.tiering import Tiering
 from amcp.session import TrustConfig
 from amcp.store.base import Change
@@ -37,6 +41,7 @@ from amcp.sync.gossip import entry_scopes, immediate_entries
 from amcp.sync.members import MemberState
 from amcp.sync.peers import PeerSpec, SyncConfig, parse_endpoint
 from amcp.sync.replica import Replica
+from amcp.sync.view import SyncView
 
 if TYPE_CHECKING:
     from amcp.node.server import NodeServer
@@ -75,7 +80,8 @@ class Replicator:
                             (self._gossip_round, self.config.gossip_interval),
                             (self._probe_round, self.config.probe_interval),
                             (self._anti_entropy_round, self.config.anti_entropy_interval),
-                            (self.tiering.evict_round, self.config.tiers.interval)):
+                            (self.tiering.evict_round, self.config.tiers.interval),
+                            (self._sample_round, self.config.lag_sample_interval)):
             self._tasks.append(loop.create_task(self._every(body, every)))
 
     def poke(self) -> None:
@@ -200,6 +206,7 @@ class Replicator:
             if link.key is not None:
                 membership.suspect(link.key, loop.time())
             return
+        link.status.last_probe_at = time.time()
         if link.key is not None:
             membership.heard_from(link.key, link.status.node_address or "", link.spec.endpoint,
                                   loop.time(), int(answer.get("hlc") or 0))
@@ -225,6 +232,21 @@ class Replicator:
             return
         log.info("sync: learned member %s at %s", key[:12], endpoint)
         self._add_link(PeerSpec(host, port, name=f"member {key[:12]}"), learned=True)
+
+    async def _sample_round(self) -> None:
+        """One point of every peer's lag history (the inspector's chart)."""
+        rows = await self.server.run_read(functools.partial(
+            peer_rows, self.replica, list(self.links.values()), self.server.memory.store))
+        self.replica.board.history.add(lag_sample(rows))
+
+    def view(self) -> SyncView:
+        """Everything about this node's replication now (``amcp.node.syncview``); safe from
+        any thread, as ``totals`` is: the inspector's peers page calls it from its pool."""
+        c = self.config
+        return sync_view(self.replica, list(self.links.values()), self.server.memory.store, {
+            "gossip": c.gossip_interval, "probe": c.probe_interval,
+            "suspect_timeout": c.suspect_timeout, "anti_entropy": c.anti_entropy_interval,
+            "lag_sample": c.lag_sample_interval})
 
     def status(self) -> dict[str, Any]:
         return {**self.replica.board.to_dict(), "tiers": self.tiering.status()}

@@ -397,6 +397,9 @@ class NodeService:
         )
         payload = batch.to_payload()
         key = _peer_key(peer)
+        if self.replica is not None and key is not None and not scopes:
+            # How far this peer has read our log: its lag, for the operator's view.
+            self.replica.board.pulled_by(key, batch.watermark, more=batch.more)
         if self.replica is not None and key is not None and not p.get("scopes"):
             # No echo: what this peer pushed to us is not sent back to it (a repair, which
             # names scopes, gets everything). The watermark still moves past those entries.

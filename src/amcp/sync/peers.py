@@ -131,12 +131,15 @@ class SyncConfig:
     # A peer may push this many changes per second (a burst of 10 s worth); beyond: 429.
     push_rate: float = 20_000.0
     reconnect_backoff: tuple[float, ...] = (0.2, 0.5, 1.0, 2.0, 5.0)
+    # Each peer's lag is sampled this often for the inspector's chart (amcp.sync.lag keeps
+    # the last 360 samples: an hour at 10 s; a sample reads at most 5,000 log entries).
+    lag_sample_interval: float = 10.0
     extra: Mapping[str, Any] = field(default_factory=dict)
     tiers: TierConfig = field(default_factory=TierConfig)  # [tiers]: amcp.sync.tierconfig
 
     def __post_init__(self) -> None:
         for name in ("anti_entropy_interval", "gossip_interval", "push_poll", "probe_interval",
-                     "probe_timeout", "suspect_timeout", "push_rate"):
+                     "probe_timeout", "suspect_timeout", "push_rate", "lag_sample_interval"):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"sync.{name}: must be positive")
         if not 1 <= self.hop_limit <= 64:
@@ -155,7 +158,7 @@ class SyncConfig:
 
 _SYNC_KEYS = {"anti_entropy_interval", "gossip_interval", "push_poll", "probe_interval",
               "probe_timeout", "suspect_timeout", "indirect_probes", "hop_limit", "batch",
-              "fanout", "push_rate"}
+              "fanout", "push_rate", "lag_sample_interval"}
 _PEER_KEYS = {"address", "tier", "send", "accept", "public_key"}
 
 

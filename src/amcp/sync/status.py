@@ -12,6 +12,8 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from amcp.sync.lag import LagHistory
+
 COUNTERS = ("pushed", "pulled", "applied", "duplicates", "conflicts", "refused", "loops",
             "violations", "rate_limited", "repairs", "digest_rounds", "resolved_conflicts",
             "malformed")
@@ -55,6 +57,7 @@ class PeerStatus:
     last_error: str | None = None
     last_error_at: float | None = None
     last_sync_at: float | None = None
+    last_probe_at: float | None = None  # the last HEALTH_CHECK it answered
     pulled_watermark: int = 0  # the peer's HLC we have pulled up to
     pushed_watermark: int = 0  # our HLC we have pushed up to
     remote_hlc: int = 0  # the peer's clock as it last told us
@@ -71,6 +74,12 @@ class PeerStatus:
             return 0
         return max(0, (self.remote_hlc >> 16) - (self.pulled_watermark >> 16))
 
+    @property
+    def last_contact_at(self) -> float | None:
+        """When we last heard from it: an exchange that finished or a probe it answered."""
+        seen = [t for t in (self.last_sync_at, self.last_probe_at) if t is not None]
+        return max(seen) if seen else None
+
     def error(self, message: str) -> None:
         self.last_error, self.last_error_at = message[:300], time.time()
 
@@ -80,18 +89,32 @@ class PeerStatus:
             "node_address": self.node_address, "tier": self.tier,
             "configured": self.configured, "state": self.state, "lag_ms": self.lag_ms,
             "last_error": self.last_error, "last_error_at": self.last_error_at,
-            "last_sync_at": self.last_sync_at, "pulled_watermark": self.pulled_watermark,
+            "last_sync_at": self.last_sync_at, "last_probe_at": self.last_probe_at,
+            "pulled_watermark": self.pulled_watermark,
             "pushed_watermark": self.pushed_watermark, "counters": self.counters.to_dict(),
         }
 
 
+@dataclass(slots=True)
+class InboundPull:
+    """What a peer that dials us last pulled: how far it has read our log."""
+
+    at: float  # wall-clock seconds
+    watermark: int  # our HLC it has pulled up to
+    more: bool  # it stopped with more to read
+
+
 class StatusBoard:
-    """Every peer's status and the node's totals, keyed by peer label."""
+    """Every peer's status and the node's totals, keyed by peer label; what peers that dial
+    us sent (keyed by their key); and the lag history the replicator samples."""
 
     def __init__(self) -> None:
         self.totals = Counters()
         self.peers: dict[str, PeerStatus] = {}
         self.inbound: dict[str, Counters] = {}  # per peer key: what its connections sent us
+        self.inbound_at: dict[str, float] = {}  # per peer key: its last push or pull here
+        self.inbound_pulls: dict[str, InboundPull] = {}
+        self.history = LagHistory()
         self._lock = threading.Lock()
 
     def peer(self, label: str, endpoint: str | None, **kw: Any) -> PeerStatus:
@@ -111,7 +134,28 @@ class StatusBoard:
                     if len(self.inbound) >= 4096:  # keyed by peer identity: bound it
                         self.inbound.pop(next(iter(self.inbound)))
                     mine = self.inbound[peer_key] = Counters()
+                self._seen(peer_key, time.time())
             mine.add(**counts)
+
+    def pulled_by(self, peer_key: str, watermark: int, *, more: bool) -> None:
+        """A peer that dials us pulled our log up to ``watermark``."""
+        with self._lock:
+            if peer_key not in self.inbound_pulls and len(self.inbound_pulls) >= 4096:
+                self.inbound_pulls.pop(next(iter(self.inbound_pulls)))
+            now = time.time()
+            self.inbound_pulls[peer_key] = InboundPull(now, watermark, more)
+            self._seen(peer_key, now)
+
+    def contact(self, peer_key: str) -> None:
+        """A peer that dials us was heard from (a HEALTH_CHECK, say)."""
+        with self._lock:
+            self._seen(peer_key, time.time())
+
+    def _seen(self, peer_key: str, now: float) -> None:
+        """Under the lock: the peer's last contact (bounded as the counters are)."""
+        if peer_key not in self.inbound_at and len(self.inbound_at) >= 4096:
+            self.inbound_at.pop(next(iter(self.inbound_at)))
+        self.inbound_at[peer_key] = now
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -121,4 +165,4 @@ class StatusBoard:
         }
 
 
-__all__ = ["COUNTERS", "Counters", "PeerStatus", "StatusBoard"]
+__all__ = ["COUNTERS", "Counters", "InboundPull", "PeerStatus", "StatusBoard"]

@@ -1,4 +1,5 @@
-"""What every page handler gets: ``UiContext`` (the memory, its lock, sessions, templates).
+"""What every page handler gets: ``UiContext`` (the memory, its lock, sessions, templates,
+the node's replication view).
 
 Its own module so that the page routers and ``app`` (which builds it and mounts them) do not
 import each other."""
@@ -15,6 +16,7 @@ from jinja2 import Environment
 
 from amcp.memory import Memory
 from amcp.ui.overview import IntegrityCache
+from amcp.ui.peers import SyncSource
 from amcp.ui.session import COOKIE, SessionStore, Viewer
 
 STATIC_PREFIX = "/ui/static"
@@ -30,6 +32,9 @@ class UiContext:
     env: Environment
     checks: IntegrityCache = field(default_factory=IntegrityCache)
     secure_cookie: bool = False  # set when served behind TLS (amcp http --tls ...)
+    # The node's replication, when this process runs one (``amcp serve`` sets it through
+    # ``serve_http(sync_view=...)``); None: the peers page says replication is not set up.
+    sync: SyncSource | None = None
 
     def locked(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
         with self.lock:

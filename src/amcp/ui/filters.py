@@ -45,9 +45,27 @@ def size(n: int | None) -> str:
     return f"{n} B"
 
 
+def duration(seconds: float | None) -> str:
+    """``0.4 s``, ``42 s``, ``7 min``, ``3.5 h``, ``2.0 d``; ``—`` for None."""
+    if seconds is None:
+        return "—"
+    if seconds < 10:
+        return f"{seconds:.1f} s"
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h" if seconds < 172800 else f"{seconds / 86400:.1f} d"
+
+
+def ago(ts: float | None, now: float) -> str:
+    """How long before ``now`` the wall-clock time ``ts`` was (``—``: never)."""
+    return "—" if ts is None else f"{duration(max(0.0, now - ts))} ago"
+
+
 FILTERS: dict[str, Callable[..., str]] = {
     "hlc_time": hlc_time, "unix_time": unix_time, "pretty_json": pretty_json,
-    "signed": signed, "short": short, "size": size,
+    "signed": signed, "short": short, "size": size, "duration": duration, "ago": ago,
 }
 
 __all__ = ["FILTERS"]
