@@ -87,7 +87,11 @@ class PostgresStore:
         pool_size: int = 4,
         timeout_s: float = 10.0,
         listen: bool = True,
+        prune_from: int = 2_000,
     ) -> None:
+        """``prune_from``: the matches in all (the query terms' document counts summed)
+        from which lexical ranking skips the rows that cannot make the page
+        (``bm25.essential``); below it every match is ranked."""
         self.keyring = keyring
         self._db = Database(dsn, pool_size=pool_size, timeout_s=timeout_s)
         self.where = self._db.where
@@ -99,7 +103,7 @@ class PostgresStore:
         delta = self._log.delta
         self.access = AccessLog(self._db, writing)
         self._rows = RowVerifier(keyring, Sealer(b"", ""), self.access.state)
-        self.lexical = LexicalIndex(self._db, delta)
+        self.lexical = LexicalIndex(self._db, delta, min_matches=prune_from)
         self.vectors = VectorSource(self._db, delta, self._rows, writing)
         secret = keyring.derive("content-key")
 
