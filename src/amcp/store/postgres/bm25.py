@@ -14,8 +14,8 @@ naming a common word matches thousands of rows. So a plain OR is ranked max-scor
 (``essential``): the rows holding the highest-bound term are ranked first, and their k-th
 score says which terms are *essential* — those without which a row cannot reach it, since
 each term's share of a score is bounded (``bounds``, from ``term_stats``). Only rows holding
-an essential term are ranked then, each term's postings probed per row by the primary key:
-the common, low-idf terms' postings are never walked. The page is the same as ranking every
+an essential term are scored then, so the common, low-idf terms' matches are never summed,
+sorted or looked up. The page is the same as ranking every
 match (``tests/store/test_pg_bm25.py`` checks it against the plain statement and SQLite).
 
 Match expressions are the ones the node writes (``lexical.build_match``: quoted terms joined
@@ -67,12 +67,14 @@ def idfs(terms: list[str], doc_freq: dict[str, int], rows: int) -> list[float]:
 
 
 # The per-row sum (parameters: context weight twice, avgdl), each posting's frequency weighted
-# per column as FTS5 weights it; ``q`` is the query's (term, idf) list.
+# per column as FTS5 weights it; ``q`` is the query's (term, idf) list. Every constant is a
+# float8 (a bare 0.75 is numeric in PostgreSQL, and numeric arithmetic per posting was most
+# of the aggregate's time).
 _K1, _B = fts_rank.K1, fts_rank.B
-_NORM = f"{_K1} * (1 - {_B} + {_B} * p.doclen / %s)"
+_NORM = f"{_K1}::float8 * (1 - {_B}::float8 + {_B}::float8 * p.doclen / %s::float8)"
 _SCORE = (
-    f"SUM(q.idf * (p.tf_own + %s * p.tf_ctx) * {_K1 + 1} "
-    f"/ ((p.tf_own + %s * p.tf_ctx) + {_NORM}))"
+    f"SUM(q.idf * (p.tf_own + %s::float8 * p.tf_ctx) * {_K1 + 1}::float8 "
+    f"/ ((p.tf_own + %s::float8 * p.tf_ctx) + {_NORM}))"
 )
 
 
@@ -84,24 +86,11 @@ def ranked_sql(
     (rowid, knowledge_id, score) rows that pass ``where`` (a ``sqlfilter`` clause over
     ``records r``), and its parameters.
 
-    With ``among`` (plain matches only) only the rows holding one of those terms are
-    ranked: they are found through those terms' postings, filtered, and each is scored by
-    one probe of the primary key (term, rid) per query term — the postings of the terms
-    left out are never walked (``prune`` says when that cannot change the page)."""
-    clause, more = where if where is not None else ("TRUE", [])
-    if among is not None:
-        assert match.plain
-        sql = (
-            "SELECT c.rowid, c.knowledge_id, s.score FROM (SELECT r.rowid, r.knowledge_id "
-            "FROM (SELECT DISTINCT rid FROM postings WHERE term = ANY(%s)) h "
-            f"JOIN records r ON r.rowid = h.rid WHERE {clause}) c "
-            f"CROSS JOIN LATERAL (SELECT {_SCORE} AS score FROM postings p "
-            "JOIN unnest(%s::text[], %s::float8[]) AS q(term, idf) ON p.term = q.term "
-            "WHERE p.rid = c.rowid AND p.term = ANY(%s)) s "
-            "ORDER BY s.score DESC, c.rowid LIMIT %s"
-        )
-        return sql, [among, *more, context_weight, context_weight, avgdl or 1.0,
-                     match.terms, idf, list(dict.fromkeys(match.terms)), limit]
+    The scores come from the postings alone (index-only scans of the covering primary key);
+    the rows are then looked up in ``records`` in score order, so the filter is checked on
+    the best rows until ``limit`` pass, not on every match (a wide row each). With
+    ``among`` (plain matches only), only rows holding one of those terms are scored:
+    ``essential`` says when that cannot change the page."""
     params: list[Any] = [context_weight, context_weight, avgdl or 1.0, match.terms, idf]
     having = ""
     if not match.plain:
@@ -110,10 +99,17 @@ def ranked_sql(
             for g in match.groups
         )
         params.extend(match.groups)
+    holding = ""
+    if among is not None:
+        assert match.plain
+        holding = " WHERE p.rid IN (SELECT rid FROM postings WHERE term = ANY(%s))"
+        params.append(among)
+    clause, more = where if where is not None else ("TRUE", [])
     sql = (
         f"SELECT s.rid, r.knowledge_id, s.score FROM (SELECT p.rid, {_SCORE} AS score "
         "FROM postings p JOIN unnest(%s::text[], %s::float8[]) AS q(term, idf) "
-        f"ON p.term = q.term GROUP BY p.rid{having}) s "
+        f"ON p.term = q.term{holding} GROUP BY p.rid{having} "
+        "ORDER BY score DESC, p.rid) s "
         f"JOIN records r ON r.rowid = s.rid WHERE {clause} "
         "ORDER BY s.score DESC, s.rid LIMIT %s"
     )
