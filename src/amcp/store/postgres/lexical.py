@@ -72,8 +72,8 @@ class LexicalIndex:
 
     @staticmethod
     def _count_terms(conn: Connection, postings: Sequence[tuple[Any, ...]]) -> None:
-        """Add new postings to ``term_stats``: one upsert per batch, in term order (two
-        transactions that upsert the same terms never wait on each other in a cycle)."""
+        """Add new postings to ``term_stats``: one upsert per batch (rows in term order, a
+        fixed lock order even though writers already hold the store's lock)."""
         if not postings:
             return
         seen: dict[str, list[int]] = {}
