@@ -102,3 +102,106 @@ def test_match_forms() -> None:
     assert parse('"a b" OR c').groups == [["a", "b"], ["c"]]
     assert not parse('"a b" OR c').plain
     assert parse("").terms == []
+
+
+# -- pruned ranking (bm25.essential) ------------------------------------------------------
+
+WORDS = ["kafka", "rate", "limit", "deploy", "thursday", "cache", "broker", "api", "login",
+         "pool", "tabs", "escalation", "ttl", "partition", "customer", "minute"]
+PRUNE_QUERIES = [
+    "kafka rate limit", "cache ttl broker", "login api minute deploy", "tabs kafka",
+    "escalation customer partition pool thursday", "kafka kafka rate", "zebra kafka",
+]
+
+
+def _corpus(n: int) -> list[PutItem]:
+    import random
+
+    rng = random.Random(5)
+    items = []
+    for i in range(n):
+        # Zipf-like: the first words are in most rows, the last in few (common and rare terms).
+        words = [WORDS[min(int(rng.paretovariate(0.7)) - 1, len(WORDS) - 1)]
+                 for _ in range(rng.randint(2, 14))]
+        text = " ".join(words)
+        items.append(PutItem(rec(f"{text} {i}", scope=f"team:{i % 3}", ts=1_700_000_000 + i),
+                             hlc=i + 1, index_text=index_terms(text),
+                             index_context=index_terms(WORDS[i % len(WORDS)]) if i % 4 else ""))
+    return items
+
+
+def _same_page(a: list[tuple[str, float]], b: list[tuple[str, float]], why: object) -> None:
+    """The same page up to rows whose scores tie: the sums agree only to rounding (summed in
+    another order, by another engine), so two rows of equal text may swap places or trade
+    the last place of the page; every other row is in both, with the same score."""
+    assert [s for _i, s in a] == pytest.approx([s for _i, s in b], rel=1e-9), why
+    scores_a, scores_b = dict(a), dict(b)
+    for kid in scores_a.keys() & scores_b.keys():
+        assert scores_a[kid] == pytest.approx(scores_b[kid], rel=1e-9), why
+    last = b[-1][1]
+    for kid in scores_a.keys() ^ scores_b.keys():  # only ties at the page's cut
+        assert scores_a.get(kid, scores_b.get(kid)) == pytest.approx(last, rel=1e-9), why
+    for i, ((ka, sa), (kb, _sb)) in enumerate(zip(a, b, strict=True)):
+        if ka != kb:  # only rows of equal score swap
+            assert any(s == pytest.approx(sa, rel=1e-9) for k2, s in b if k2 == ka) or \
+                sa == pytest.approx(last, rel=1e-9), (why, i)
+
+
+def test_pruned_page_is_the_full_ranking(postgres_db: str, tmp_path: Path) -> None:
+    """Ranking only the rows holding an essential term gives the page of ranking every
+    match, scores included, also filtered, and scores as SQLite's FTS5 page."""
+    items = _corpus(600)
+    lite = SQLiteStore(tmp_path / "lite" / "memory.db", Keyring(tmp_path / "lite" / "keys"))
+    pruned = PostgresStore(postgres_db, Keyring(tmp_path / "pg" / "keys"), prune_from=0)
+    full = PostgresStore(postgres_db, Keyring(tmp_path / "pg" / "keys"), prune_from=10**9)
+    try:
+        lite.put_many(items)
+        pruned.put_many(items)
+        for query in PRUNE_QUERIES:
+            match = build_match(query_terms(query))
+            for flt in (RecordFilter(), RecordFilter(scopes=("team:1",))):
+                for k in (1, 5, 20):
+                    for weight in (1.0, 0.5, 0.0):
+                        want = _lexical(full).search_lexical(match, flt, k, context_weight=weight)
+                        got = _lexical(pruned).search_lexical(match, flt, k, context_weight=weight)
+                        lit = _lexical(lite).search_lexical(match, flt, k, context_weight=weight)
+                        assert want, query
+                        _same_page(got, want, (query, flt, k, weight))
+                        _same_page(lit, want, (query, flt, k, weight))
+    finally:
+        lite.close()
+        pruned.close()
+        full.close()
+
+
+def test_term_stats_follow_writes(postgres_db: str, tmp_path: Path) -> None:
+    """term_stats holds each term's rows, ceilings and shortest row; a purge lowers the
+    count (the ceilings stay: still ceilings)."""
+    import psycopg
+
+    store = PostgresStore(postgres_db, Keyring(tmp_path / "keys"))
+    try:
+        items = [PutItem(rec(t, ts=1_700_000_000 + i), hlc=i + 1, index_text=index_terms(t),
+                         index_context="") for i, t in enumerate(
+                             ["kafka kafka kafka broker", "kafka rate", "rate limit api"])]
+        store.put_many(items)
+        lex = store.lexical
+        with psycopg.connect(postgres_db) as conn:
+            stats = conn.execute("SELECT term, docs, max_own, max_ctx, min_len FROM term_stats "
+                                 "WHERE term IN ('kafka', 'rate') ORDER BY term").fetchall()
+        assert stats == [("kafka", 2, 3, 0, 2), ("rate", 2, 1, 0, 2)]
+        assert lex.term_doc_freq(["kafka", "zebra"])[0] == {"kafka": 2}
+        store.purge(items[1].record.knowledge_id, hlc=10)
+        assert lex.term_doc_freq(["kafka", "rate", "limit"])[0] == {
+            "kafka": 1, "rate": 1, "limit": 1}
+    finally:
+        store.close()
+
+
+def test_essential_terms() -> None:
+    from amcp.store.postgres.bm25 import essential
+
+    bound = {"rare": 5.0, "mid": 2.0, "common": 0.5}
+    assert essential(bound, 3.0) == ["rare"]  # mid + common = 2.5 < 3
+    assert essential(bound, 2.5) == ["rare", "mid"]  # 2.5 is not below 2.5: a tie could enter
+    assert essential(bound, 0.4) is None

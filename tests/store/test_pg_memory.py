@@ -43,7 +43,7 @@ def test_two_memories_on_one_database_see_each_other(postgres_db: str, tmp_path:
 
 
 def test_nearest_walks_the_hnsw_index(postgres_db: str, tmp_path: Path) -> None:
-    store = PostgresStore(postgres_db, Keyring(tmp_path / "keys"))
+    store = PostgresStore(postgres_db, Keyring(tmp_path / "keys"), hnsw=True)
     try:
         rng = np.random.default_rng(7)
         vecs = rng.normal(size=(40, 16)).astype(np.float32)
@@ -57,6 +57,24 @@ def test_nearest_walks_the_hnsw_index(postgres_db: str, tmp_path: Path) -> None:
                 "ORDER BY vec::vector(16) <=> %s::vector(16) LIMIT 3",
                 (str(vecs[0].tolist()),)).fetchall())
         assert "vectors_hnsw" in plan
+    finally:
+        store.close()
+
+
+def test_without_hnsw_nearest_is_an_exact_scan(postgres_db: str, tmp_path: Path) -> None:
+    """By default no HNSW index is kept (recall builds its own): writes do not pay for it,
+    and ``nearest`` still answers, exactly."""
+    store = PostgresStore(postgres_db, Keyring(tmp_path / "keys"))
+    try:
+        rng = np.random.default_rng(8)
+        vecs = rng.normal(size=(30, 16)).astype(np.float32)
+        ids = [store.put(rec(f"vector {i}"), hlc=i + 1, vector=vecs[i]).rowid for i in range(30)]
+        query = vecs[4] + 0.05
+        sims = vecs @ query / (np.linalg.norm(vecs, axis=1) * np.linalg.norm(query))
+        want = [ids[i] for i in np.argsort(-sims)[:5]]
+        assert [r for r, _s in store.vectors.nearest(query, 5)] == want
+        with psycopg.connect(postgres_db) as db:
+            assert db.execute("SELECT to_regclass('vectors_hnsw')").fetchone() == (None,)
     finally:
         store.close()
 

@@ -43,9 +43,16 @@ class Database:
         self._owner: int | None = None  # the thread whose write transaction is open
         self._conn: Connection | None = None
         self.depth = 0
+        # No server-side prepared statements: psycopg prepares a statement after its fifth
+        # use, and within a pipeline that holds an ``executemany`` it lost track of one
+        # ("prepared statement _pg3_5 does not exist" in a bulk build of 2000-record
+        # put_many batches, reproducible at 12k records);
+        # they also break behind a transaction-pooling proxy. The statements here are short
+        # to plan next to their round trip.
         self.pool = psycopg_pool.ConnectionPool(
             dsn, min_size=1, max_size=max(pool_size, 1), open=False,
-            kwargs={"autocommit": True}, configure=_configure, timeout=timeout_s,
+            kwargs={"autocommit": True, "prepare_threshold": None}, configure=_configure,
+            timeout=timeout_s,
             name="amcp-store",
         )
 

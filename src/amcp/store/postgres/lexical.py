@@ -6,7 +6,7 @@ SQLite's FTS5 scores it (``bm25``), and the per-scope term statistics of scope-l
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from amcp.store import sqlite_census as census
@@ -33,9 +33,12 @@ def postings_of(rowid: int, terms: str, context: str) -> tuple[int, list[tuple[A
 class LexicalIndex:
     """Writes and reads of ``lexical``, ``postings`` and the scope statistics."""
 
-    def __init__(self, db: Database, delta: HeadDelta) -> None:
+    def __init__(self, db: Database, delta: HeadDelta, *, min_matches: int = 2_000) -> None:
         self._db = db
         self._delta = delta
+        # Below this many matches in all, ranking every one costs a few milliseconds and
+        # pruning's extra statement would not pay.
+        self._min_matches = min_matches
 
     # -- writes (inside the write transaction) --------------------------------------------
 
@@ -64,13 +67,43 @@ class LexicalIndex:
             "UPDATE lexical_totals SET docs = docs + %s, tokens = tokens + %s WHERE id = 1",
             (len(rows), sum(lengths)),
         )
+        self._count_terms(conn, postings)
         self._delta.count(census.LEXICAL, len(rows))
+
+    @staticmethod
+    def _count_terms(conn: Connection, postings: Sequence[tuple[Any, ...]]) -> None:
+        """Add new postings to ``term_stats``: one upsert per batch (rows in term order, a
+        fixed lock order even though writers already hold the store's lock)."""
+        if not postings:
+            return
+        seen: dict[str, list[int]] = {}
+        for term, _rid, own, ctx, length in postings:
+            got = seen.get(term)
+            if got is None:
+                seen[term] = [1, own, ctx, length]
+            else:
+                got[0] += 1
+                got[1], got[2], got[3] = max(got[1], own), max(got[2], ctx), min(got[3], length)
+        terms = sorted(seen)
+        conn.execute(
+            "INSERT INTO term_stats(term, docs, max_own, max_ctx, min_len) SELECT * FROM "
+            "unnest(%s::text[], %s::bigint[], %s::int[], %s::int[], %s::int[]) "
+            "ON CONFLICT (term) DO UPDATE SET docs = term_stats.docs + excluded.docs, "
+            "max_own = GREATEST(term_stats.max_own, excluded.max_own), "
+            "max_ctx = GREATEST(term_stats.max_ctx, excluded.max_ctx), "
+            "min_len = LEAST(term_stats.min_len, excluded.min_len)",
+            (terms, *([seen[t][i] for t in terms] for i in range(4))),
+        )
 
     def drop(self, conn: Connection, rowid: int) -> None:
         """Remove a purged record's lexical row and postings."""
         gone = conn.execute(
             "DELETE FROM lexical WHERE rowid = %s RETURNING tokens", (rowid,)
         ).fetchone()
+        conn.execute(
+            "UPDATE term_stats SET docs = docs - 1 WHERE term IN "
+            "(SELECT term FROM postings WHERE rid = %s)", (rowid,),
+        )
         conn.execute("DELETE FROM postings WHERE rid = %s", (rowid,))
         if gone is not None:
             conn.execute(
@@ -142,25 +175,55 @@ class LexicalIndex:
         if not match.terms or k < 1:
             return []
         with self._db.read() as conn:
-            freq = self._doc_freq(conn, match.terms)
-            if not freq:
+            stats = self._stats(conn, match.terms)
+            if not stats:
                 return []
             docs, tokens = self._totals(conn)
-            idf = bm25.idfs(match.terms, freq, docs)
-            sql, params = bm25.ranked_sql(
-                match, idf, context_weight, tokens / docs if docs else 1.0,
-                where_clause(flt, dialect="postgres"), k,
-            )
-            rows = conn.execute(sql, params).fetchall()
+            avgdl = tokens / docs if docs else 1.0
+            idf = bm25.idfs(match.terms, {t: s.docs for t, s in stats.items()}, docs)
+            where = where_clause(flt, dialect="postgres")
+
+            def ranked(among: list[str] | None) -> list[Any]:
+                sql, params = bm25.ranked_sql(match, idf, context_weight, avgdl, where, k,
+                                              among)
+                return conn.execute(sql, params).fetchall()
+
+            rows = self._pruned(match, idf, stats, context_weight, avgdl, k, ranked)
         return [(str(kid), float(score)) for _rid, kid, score in rows]
 
+    def _pruned(
+        self, match: bm25.Match, idf: list[float], stats: dict[str, bm25.TermStats],
+        context_weight: float, avgdl: float, k: int,
+        ranked: Callable[[list[str] | None], list[Any]],
+    ) -> list[Any]:
+        """The page, ranking only the rows that can reach it (``bm25.essential``) where
+        that can pay: a plain OR of several terms with enough matches in all."""
+        if (not match.plain or context_weight < 0 or len(stats) < 2
+                or sum(s.docs for s in stats.values()) < self._min_matches):
+            return ranked(None)
+        bound = bm25.bounds(match, idf, stats, context_weight, avgdl)
+        order = sorted(bound, key=lambda t: -bound[t])
+        seed = ranked(order[:1])  # the rows holding the highest-bound term
+        if len(seed) < k:
+            return ranked(None)  # no k-th score to prune with
+        keep = bm25.essential(bound, float(seed[k - 1][2]))
+        if keep is None:
+            return ranked(None)
+        return seed if keep == order[:1] else ranked(keep)
+
     @staticmethod
-    def _doc_freq(conn: Connection, terms: Sequence[str]) -> dict[str, int]:
+    def _stats(conn: Connection, terms: Sequence[str]) -> dict[str, bm25.TermStats]:
         rows = conn.execute(
-            "SELECT term, COUNT(*) FROM postings WHERE term = ANY(%s) GROUP BY term",
+            "SELECT term, docs, max_own, max_ctx, min_len FROM term_stats "
+            "WHERE term = ANY(%s) AND docs > 0",
             (list(dict.fromkeys(terms)),),
         ).fetchall()
-        return {str(t): int(n) for t, n in rows}
+        return {str(r[0]): bm25.TermStats(int(r[1]), int(r[2]), int(r[3]), int(r[4]))
+                for r in rows}
+
+    @classmethod
+    def _doc_freq(cls, conn: Connection, terms: Sequence[str]) -> dict[str, int]:
+        return {t: s.docs for t, s in cls._stats(conn, terms).items()}
 
     @staticmethod
     def _totals(conn: Connection) -> tuple[int, int]:

@@ -87,7 +87,13 @@ class PostgresStore:
         pool_size: int = 4,
         timeout_s: float = 10.0,
         listen: bool = True,
+        prune_from: int = 2_000,
+        hnsw: bool = False,
     ) -> None:
+        """``prune_from``: the matches in all (the query terms' document counts summed)
+        from which lexical ranking skips the rows that cannot make the page
+        (``bm25.essential``); below it every match is ranked. ``hnsw``: keep pgvector's
+        HNSW index for ``vectors.nearest`` (recall does not use it; see ``vectors``)."""
         self.keyring = keyring
         self._db = Database(dsn, pool_size=pool_size, timeout_s=timeout_s)
         self.where = self._db.where
@@ -99,8 +105,8 @@ class PostgresStore:
         delta = self._log.delta
         self.access = AccessLog(self._db, writing)
         self._rows = RowVerifier(keyring, Sealer(b"", ""), self.access.state)
-        self.lexical = LexicalIndex(self._db, delta)
-        self.vectors = VectorSource(self._db, delta, self._rows, writing)
+        self.lexical = LexicalIndex(self._db, delta, min_matches=prune_from)
+        self.vectors = VectorSource(self._db, delta, self._rows, writing, hnsw=hnsw)
         secret = keyring.derive("content-key")
 
         def keyed(record: AMFRecord) -> str:  # the dedup key, keyed (amf.ids.content_key)

@@ -2,9 +2,12 @@
 index of ``amcp.retrieval`` is built from and filtered by.
 
 Vectors are stored in a ``vector`` column without a fixed dimension (the embedder decides
-it); the HNSW cosine index is an expression index over ``vec::vector(dim)`` for the
-dimension in use, created with the first vector of that dimension (``ensure_hnsw``), so
-``nearest`` is an index walk inside the database.
+it). Recall does not query them here: it builds its in-process index from ``iter_vectors``
+and follows the change feed, as with SQLite. So the HNSW cosine index (an expression index
+over ``vec::vector(dim)``, ``ensure_hnsw``) is opt-in (``PostgresStore(hnsw=True)``), for
+whoever queries pgvector itself (``nearest``): kept up to date it cost ~8.5 ms of every
+write inside the store's write lock (docs/store-postgres.md, "Many writers"). Without it
+``nearest`` is an exact scan.
 """
 
 from __future__ import annotations
@@ -53,9 +56,10 @@ class VectorSource:
 
     def __init__(
         self, db: Database, delta: HeadDelta, rows: RowVerifier,
-        write: Callable[[], AbstractContextManager[Connection]],
+        write: Callable[[], AbstractContextManager[Connection]], *, hnsw: bool = False,
     ) -> None:
         self._db = db
+        self._hnsw = hnsw
         self._delta = delta
         self._rows = rows
         self._write = write  # the store's atomic(), yielding the transaction's connection
@@ -75,7 +79,7 @@ class VectorSource:
     def _index_for(self, conn: Connection, dim: int) -> None:
         """``ensure_hnsw`` once per dimension seen by this process (a query per put
         otherwise); a dimension changed by a peer is seen at the next new dimension here."""
-        if self._hnsw_dim != dim:
+        if self._hnsw and self._hnsw_dim != dim:
             ensure_hnsw(conn, dim)
             self._hnsw_dim = dim
 
@@ -133,7 +137,8 @@ class VectorSource:
     def nearest(
         self, vector: np.ndarray, k: int, flt: RecordFilter | None = None
     ) -> list[tuple[int, float]]:
-        """The ``k`` nearest rows by cosine distance (HNSW), as (rowid, similarity)."""
+        """The ``k`` nearest rows by cosine distance, as (rowid, similarity): an HNSW walk
+        (approximate) with the index, an exact scan without."""
         clause, params = where_clause(flt or RecordFilter(), dialect="postgres")
         dim = len(vector)
         with self._db.read() as conn:
