@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from amcp.amf.canonical import canonical_packb, normalised, pack_normalised
+from amcp.amf.canonical import canonical_packb, pack_plain, plain
 from amcp.amf.record import (
     MAX_RECORD_BYTES,
     AMFRecord,
@@ -41,27 +41,27 @@ def _sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-# What each hash covers, written once: over parts already ``normalised`` (a normalised
-# value's parts are normalised too), so verify_integrity can hash all three from one walk.
+# What each hash covers, written once: over parts already ``plain`` (a plain value's parts
+# are plain too), so verify_integrity and seal hash all three from one walk of a record.
 def _id_of(core: Any, created_at: str, created_by: str) -> str:
-    return "K-" + _sha256(pack_normalised(
+    return "K-" + _sha256(pack_plain(
         {"core": core, "created_at": created_at, "created_by": created_by}))
 
 
 def _checksum_of(core: Any, meta: Any) -> str:
-    return "sha256:" + _sha256(pack_normalised({"core": core, "meta": meta}))
+    return "sha256:" + _sha256(pack_plain({"core": core, "meta": meta}))
 
 
 def _envelope_of(enveloped: Any) -> str:
-    return "sha256:" + _sha256(pack_normalised(enveloped))
+    return "sha256:" + _sha256(pack_plain(enveloped))
 
 
 def knowledge_id_for(core: dict[str, Any], created_at: str, created_by: str) -> str:
-    return _id_of(normalised(core), created_at, created_by)
+    return _id_of(plain(core), created_at, created_by)
 
 
 def checksum_for(core: dict[str, Any], meta: dict[str, Any]) -> str:
-    return _checksum_of(normalised(core), normalised(meta))
+    return _checksum_of(plain(core), plain(meta))
 
 
 def envelope_for(record: dict[str, Any]) -> str:
@@ -71,7 +71,7 @@ def envelope_for(record: dict[str, Any]) -> str:
     A section left empty by those removals counts as absent: the node adds ``causal.hlc``
     after the writer sealed the record, and the envelope must not change when it does.
     """
-    return _envelope_of(normalised(_enveloped(record)))
+    return _envelope_of(plain(_enveloped(record)))
 
 
 def _enveloped(record: dict[str, Any]) -> dict[str, Any]:
@@ -130,8 +130,8 @@ def verify_integrity(record: AMFRecord, *, signature: bool = True) -> None:
     ``signature=False`` skips the Ed25519 check (the slow part) for records already verified
     on the way in.
     """
-    # One walk of the record: id, checksum and envelope hashed from its normalised parts.
-    whole = normalised(_enveloped(record.to_dict()))
+    # One walk of the record: id, checksum and envelope hashed from its plain parts.
+    whole = plain(_enveloped(record.to_dict()))
     core, meta = whole["core"], whole["meta"]
     expected_id = _id_of(core, meta["created_at"], meta["created_by"])
     if expected_id != record.knowledge_id:
@@ -168,14 +168,13 @@ def verify_integrity(record: AMFRecord, *, signature: bool = True) -> None:
 def seal(record: AMFRecord, key: Ed25519PrivateKey | None = None) -> AMFRecord:
     """Fill knowledge_id, checksum and envelope from content, and sign the envelope when a
     key is given."""
-    core, meta = record.core.to_dict(), record.meta.to_dict()
-    checksum = checksum_for(core, meta)
-    with_id = replace(
-        record,
-        knowledge_id=knowledge_id_for(core, record.meta.created_at, record.meta.created_by),
-        integrity=Integrity(checksum=checksum),
-    )
-    envelope = envelope_for(with_id.to_dict())
+    # One walk of the draft: the id, checksum, envelope and size are all taken from it (the
+    # id and integrity it carries are replaced, never hashed: the envelope covers the new id).
+    whole = plain(record.to_dict())
+    core, meta = whole["core"], whole["meta"]
+    kid = _id_of(core, meta["created_at"], meta["created_by"])
+    checksum = _checksum_of(core, meta)
+    envelope = _envelope_of(_enveloped({**whole, "knowledge_id": kid}))
     integrity = Integrity(checksum=checksum, envelope=envelope, tamper_evident=True)
     if key is not None:
         integrity = replace(
@@ -183,13 +182,15 @@ def seal(record: AMFRecord, key: Ed25519PrivateKey | None = None) -> AMFRecord:
             signature=sign_checksum(envelope, key),
             public_key=public_key_text(key.public_key()),
         )
-    sealed = replace(with_id, integrity=integrity)
-    check_size(sealed)
-    return sealed
+    _check_bytes(len(pack_plain({**whole, "knowledge_id": kid, "integrity": integrity.to_dict()})))
+    return replace(record, knowledge_id=kid, integrity=integrity)
 
 
 def check_size(record: AMFRecord) -> int:
-    size = len(canonical_packb(record.to_dict()))
+    return _check_bytes(len(canonical_packb(record.to_dict())))
+
+
+def _check_bytes(size: int) -> int:
     if size > MAX_RECORD_BYTES:
         raise ValidationError(
             "", f"record is {size} bytes; the limit is {MAX_RECORD_BYTES} (1 MiB)"

@@ -71,20 +71,23 @@ SEALED = (
 # back (a weight written as 1 comes back as 1.0; msgpack encodes the two differently).
 _REAL = frozenset({"expires_at", "weight", "stored_at"})
 _INT = frozenset({"hlc", "sensitive", "chain_seq"})
-_KINDS = tuple(2 if c in _REAL else 1 if c in _INT else 0 for c in SEALED)
+_REAL_AT = tuple(i for i, c in enumerate(SEALED) if c in _REAL)
+_INT_AT = tuple(i for i, c in enumerate(SEALED) if c in _INT)
 MODULUS = 1 << 256
 SEAL_BYTES = 32
 
 
 def _normal(values: Sequence[Any]) -> list[Any]:
-    out: list[Any] = []
-    for kind, value in zip(_KINDS, values, strict=True):
-        if value is None or kind == 0:
-            out.append(value)
-        elif kind == 2:
-            out.append(float(value))
-        else:
-            out.append(int(value))
+    # Every read checks a seal: touch only the six numeric columns, not all nineteen.
+    out = list(values)
+    if len(out) != len(SEALED):
+        raise ValueError(f"{len(out)} sealed values, expected {len(SEALED)}")
+    for at in _REAL_AT:
+        if out[at] is not None:
+            out[at] = float(out[at])
+    for at in _INT_AT:
+        if out[at] is not None:
+            out[at] = int(out[at])
     return out
 
 
