@@ -179,7 +179,7 @@ class WritePath:
         copies: list[tuple[int, int]] = []  # (index in `out`, index in `fresh`)
         present: set[str] = set()
         held: list[Verdict | None] = []  # per `fresh` entry
-        related = BatchRelated(self._related, self.firewall)
+        related = BatchRelated(self._related)
         for given, sensitive in records:
             record, existing, verdict = admit_write(
                 self.store, given, also_present=present, sealed_here=sealed_here,
@@ -311,9 +311,8 @@ class BatchRelated:
     earlier in the same batch that will stand (two records of one import or one sync batch
     can contradict each other, and neither is stored yet when the other is screened)."""
 
-    def __init__(self, stored: Related, firewall: Firewall | None) -> None:
+    def __init__(self, stored: Related) -> None:
         self._stored = stored
-        self._firewall = firewall
         self._by_key: dict[str, list[AMFRecord]] = {}
 
     def __call__(self, record: AMFRecord, claim: Claim) -> list[AMFRecord]:
@@ -322,12 +321,10 @@ class BatchRelated:
         return [*self._stored(record, claim), *mine]
 
     def admitted(self, record: AMFRecord, verdict: Verdict | None) -> None:
-        """Note a record the batch stores active (a held one stands beside nothing)."""
-        if self._firewall is None or verdict is None or verdict.lifecycle is Lifecycle.DRAFT:
-            return
-        claim = self._firewall.claim(record)
-        if claim is not None:
-            self._by_key.setdefault(claim.key, []).append(record)
+        """Note a record the batch stores active, by the claim its screen found (a held one
+        stands beside nothing)."""
+        if verdict is not None and verdict.claim is not None:
+            self._by_key.setdefault(verdict.claim.key, []).append(record)
 
 
 def admit_write(

@@ -71,8 +71,13 @@ def test_only_equals_states_a_value(tmp_path: Path) -> None:
 
 
 def test_derived_subjects_say_nothing() -> None:
-    rec = compose_record("notes on the rollout", scope="user:alice", kind="fact")
-    assert contradiction.triple_claim(rec) is None  # subject user.alice.fact is the scope's
+    # An object of its own, so only the derived subject (user.alice.fact) can say no.
+    rec = compose_record("notes on the rollout", scope="user:alice", kind="fact",
+                         object="rollout v2")
+    assert contradiction.triple_claim(rec) is None
+    named = compose_record("notes on the rollout", scope="user:alice", kind="fact",
+                           subject="alice.rollout", object="rollout v2")
+    assert contradiction.triple_claim(named) is not None
 
 
 def test_two_records_of_one_batch_are_compared(tmp_path: Path) -> None:

@@ -41,6 +41,7 @@ class Verdict:
     lifecycle: Lifecycle = Lifecycle.ACTIVE
     reason: str | None = None  # why the record is held (lifecycle draft)
     beside: str | None = None  # the trusted record a held contradiction stands beside
+    claim: contradiction.Claim | None = None  # what a stored-active record states, if asked
 
 
 class Firewall:
@@ -193,7 +194,7 @@ class Firewall:
             return Verdict(trust, Lifecycle.DRAFT,
                            f"contradicts {old.knowledge_id} on {mine.key!r} and {why} it: "
                            "a pending candidate until the user confirms", old.knowledge_id)
-        return Verdict(trust)
+        return Verdict(trust, claim=mine)
 
 
 __all__ = ["Firewall", "Related", "Verdict"]
