@@ -156,3 +156,30 @@ def test_sigterm_stops_amcp_mcp_between_requests(tmp_path: Path) -> None:
         proc.stdin.close()
         proc.stdout.close()
     assert code == 0, err.read_text()
+
+
+def test_listening_is_printed_once_both_servers_answer(tmp_path: Path) -> None:
+    """"listening on" is what scripts and the README tests wait for. Printed before the HTTP
+    side was loaded, the first AMCP handshake waited behind that import (seconds at load) and
+    the HTTP port was not bound yet."""
+    store = tmp_path / "memory.db"
+    node_port, http_port = _free_port(), _free_port()
+    proc = subprocess.Popen(
+        amcp_argv("serve", "--store", str(store), "--port", str(node_port),
+                  "--http-port", str(http_port), "--embedder", "hashing"),
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        assert proc.stdout is not None
+        seen = []
+        for line in proc.stdout:
+            seen.append(line)
+            if "listening on" in line:
+                break
+        assert any("listening on" in line for line in seen), "".join(seen)
+        assert any(line.startswith("HTTP API") for line in seen), "".join(seen)
+        assert _listening(node_port) and _listening(http_port)
+        assert read_runtime(store) is not None  # the hooks can find this node already
+        assert httpx.get(f"http://127.0.0.1:{http_port}/v1/health", timeout=30).status_code == 200
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=30)

@@ -128,19 +128,30 @@ async def _serve(
     from amcp.heap import freeze_startup_heap
     from amcp.node.runtime import stop_on_signals
 
+    http = bool(plan.http_port and plan.host)
+    if http:
+        # The HTTP side's imports (FastAPI, MCP's pydantic models) take ~1 s of CPU, several
+        # on a loaded machine. Made after the AMCP listener opened, they blocked its event
+        # loop, so the first handshake waited behind them (a client timed out at load 8).
+        import amcp.api.serve  # noqa: F401
     await server.start(plan.host or None, plan.port, unix=plan.unix)
     await _replicate(replicator, plan.advertise or _endpoint(plan.host, server.port))
-    _print_listening(server, plan)
     stop = stop_on_signals()
     token = None
     tasks = [asyncio.create_task(server.serve_forever())]
-    if plan.http_port and plan.host:
+    if http:
         from amcp.agent.hooks.runtime import new_token
 
         token = new_token()
-        tasks.append(_start_http(mem, server, plan, token, stop, replicator))
+        bound = asyncio.Event()
+        tasks.append(_start_http(mem, server, plan, token, stop, replicator, bound))
+        # "listening" only once both servers answer; uvicorn ends at once if its port is taken.
+        answering = asyncio.create_task(bound.wait())
+        await asyncio.wait([answering, tasks[-1]], return_when=asyncio.FIRST_COMPLETED)
+        answering.cancel()
     else:
         freeze_startup_heap()
+    _print_listening(server, plan)
     stopped = asyncio.create_task(stop.wait())
     try:
         await asyncio.wait([stopped, *tasks], return_when=asyncio.FIRST_COMPLETED)
@@ -176,7 +187,8 @@ def _print_listening(server: NodeServer, plan: _Plan) -> None:
 
 
 def _start_http(mem: Memory, server: NodeServer, plan: _Plan, token: str,
-                stop: asyncio.Event, replicator: Replicator) -> asyncio.Task[None]:
+                stop: asyncio.Event, replicator: Replicator,
+                bound: asyncio.Event) -> asyncio.Task[None]:
     """The HTTP API (MCP at /mcp, the inspector at /ui, the hooks' routes) as a task."""
     import asyncio
 
@@ -189,11 +201,12 @@ def _start_http(mem: Memory, server: NodeServer, plan: _Plan, token: str,
               f"MCP streamable HTTP /mcp, web inspector /ui)")
     amcp_addr = (host, server.port) if server.port else None
 
-    def ready(bound: int) -> None:
+    def ready(port: int) -> None:
         # Coding-agent hooks find this node (and their token) here; see docs/hooks.md,
         # Discovery. Removed by ``_serve`` when the node stops.
-        write_runtime(plan.db, http=(host, bound), amcp=amcp_addr, token=token)
+        write_runtime(plan.db, http=(host, port), amcp=amcp_addr, token=token)
         freeze_startup_heap()  # everything is loaded now (amcp/heap.py)
+        bound.set()
 
     return asyncio.create_task(
         serve_http(mem, host, plan.http_port, policy=plan.access, hook_token=token,
