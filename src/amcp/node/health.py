@@ -8,7 +8,7 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from amcp.session import Session, TrustLevel
+from amcp.session import Session, SessionState, TrustLevel
 from amcp.session.identity import b64url_encode
 from amcp.sync.replica import Replica
 from amcp.sync.tiers import usage_view
@@ -26,6 +26,26 @@ def health_reads(memory: Memory, tiers: bool) -> tuple[Any, dict[str, Any] | Non
     return memory.stats(), usage_view(memory, None) if tiers else None
 
 
+def health_payload(session: Session, facts: tuple[Any, dict[str, Any] | None], hlc: int,
+                   uptime: float, tier_status: Callable[[], dict[str, Any]] | None,
+                   replica: Replica | None, asked: Any) -> dict[str, Any]:
+    """HEALTH_RESPONSE: the session's state, the store, tier 0 when asked (``facts`` from
+    ``health_reads``), and with replication the members (``health_sync``)."""
+    stats, tiers = facts
+    state = session.state
+    payload: dict[str, Any] = {
+        "state": (SessionState.ACTIVE if state is SessionState.SUSPENDED else state).value,
+        "hlc": hlc,
+        "store": {"records": stats.records, "bytes": stats.bytes},
+        "uptime_s": round(uptime, 3),
+    }
+    if tiers is not None:
+        payload["tiers"] = tier_payload(tiers, tier_status)
+    if replica is not None:
+        payload.update(health_sync(replica, asked, session, hlc))
+    return payload
+
+
 def health_sync(replica: Replica, asked: Any, session: Session, hlc: int) -> dict[str, Any]:
     """PROFILE §10: merge the caller's member list, answer with ours; a local caller (the
     operator's ``amcp peers``) also gets the sync status board."""
@@ -40,6 +60,33 @@ def health_sync(replica: Replica, asked: Any, session: Session, hlc: int) -> dic
     if negotiated is not None and negotiated.granted_trust is TrustLevel.LOCAL:
         out["sync"] = replica.board.to_dict()
     return out
+
+
+Relay = Callable[[str], Awaitable[bool]]
+
+
+def relayed_answer(relay: Relay | None, asked: Any, payload: dict[str, Any]
+                   ) -> Awaitable[dict[str, Any]] | None:
+    """A HEALTH_CHECK that asks us (``probe``: a member's key) to probe a member for its
+    sender: the HEALTH_RESPONSE with ``probe: {key, alive}``, once our probe is done. None:
+    not asked, or this node does not replicate (the plain answer)."""
+    key = asked.get("probe") if isinstance(asked, dict) else None
+    if relay is None or not isinstance(key, str) or not 0 < len(key) <= 64:
+        return None
+    return _relayed(relay, key, payload)
+
+
+async def _relayed(relay: Relay, key: str, payload: dict[str, Any]) -> dict[str, Any]:
+    try:
+        alive = await relay(key)
+    except Exception:  # noqa: BLE001 - a failed relay is an unanswered probe, not an error
+        alive = False
+    return {**payload, "probe": {"key": key, "alive": alive}}
+
+
+def relayed_alive(answer: dict[str, Any], key: str) -> bool:
+    got = answer.get("probe")
+    return isinstance(got, dict) and got.get("key") == key and got.get("alive") is True
 
 
 def tier_payload(usage: dict[str, Any],

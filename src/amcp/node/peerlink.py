@@ -383,14 +383,19 @@ class PeerLink:
                 if not batch.more:
                     return
 
-    async def probe(self, members: list[dict[str, Any]], timeout: float) -> dict[str, Any] | None:
-        """HEALTH_CHECK carrying our member list; the answer, or None (no answer in time)."""
+    async def probe(self, members: list[dict[str, Any]], timeout: float,
+                    relay: str | None = None) -> dict[str, Any] | None:
+        """HEALTH_CHECK carrying our member list; the answer, or None (no answer in time).
+        ``relay``: a member's key this peer is asked to probe for us (SWIM's indirect ping;
+        docs/protocol.md)."""
         client = await self.ensure()
         if client is None:
             return None
+        asked: dict[str, Any] = {"members": members}
+        if relay is not None:
+            asked["probe"] = relay
         try:
-            frame = await asyncio.wait_for(
-                client.request(M.HEALTH_CHECK, {"members": members}), timeout)
+            frame = await asyncio.wait_for(client.request(M.HEALTH_CHECK, asked), timeout)
         except (TimeoutError, AmcpError) as exc:
             self.status.error(f"probe: {exc or 'no answer in time'}")
             return None

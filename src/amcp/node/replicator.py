@@ -31,6 +31,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from amcp.node.config import is_local_address
+from amcp.node.health import relayed_alive
 from amcp.node.peerlink import PeerLink
 from amcp.node.syncview import lag_sample, peer_rows, sync_view
 from amcp.node.tiering import Tiering
@@ -203,7 +204,7 @@ class Replicator:
         hlc = self.server.memory.clock.last
         answer = await link.probe(membership.entries(hlc), self.config.probe_timeout)
         if answer is None:
-            if link.key is not None:
+            if link.key is not None and not await self._indirect(link.key, hlc):
                 membership.suspect(link.key, loop.time())
             return
         link.status.last_probe_at = time.time()
@@ -218,6 +219,42 @@ class Replicator:
         state = self._member_state(link)
         if state is not None and link.connected:
             link.status.state = "connected" if state is MemberState.ALIVE else state.value
+
+    async def _indirect(self, key: str, hlc: int) -> bool:
+        """SWIM's indirect ping (PROFILE §10): ask up to ``indirect_probes`` other live
+        members to probe ``key`` for us; True if one of them reached it. A lossy path
+        between two nodes then does not make either suspect while others reach both."""
+        membership = self.replica.membership
+        helpers = [link for link in self.links.values()
+                   if link.connected and link.key not in (None, key)
+                   and self._member_state(link) is MemberState.ALIVE]
+        if not helpers:
+            return False
+        picked = random.sample(helpers, min(self.config.indirect_probes, len(helpers)))
+        # The helper probes with probe_timeout itself; allow for that and its own answer.
+        wait = 2 * self.config.probe_timeout
+        asks = [link.probe(membership.entries(hlc), wait, relay=key) for link in picked]
+        for answer in await asyncio.gather(*asks):
+            if answer is not None and relayed_alive(answer, key):
+                log.info("sync: member %s answered an indirect probe", key[:12])
+                return True
+        return False
+
+    async def relay_probe(self, key: str) -> bool:
+        """Another member asks us to probe ``key`` for it (its direct probe got no answer):
+        True if ``key`` answered ours. Our own view of ``key`` is updated as by any probe."""
+        link = next((link for link in self.links.values() if link.key == key), None)
+        if link is None or self._closing:
+            return False
+        loop = asyncio.get_running_loop()
+        membership = self.replica.membership
+        answer = await link.probe(membership.entries(self.server.memory.clock.last),
+                                  self.config.probe_timeout)
+        if answer is None:
+            return False
+        membership.heard_from(key, link.status.node_address or "", link.spec.endpoint,
+                              loop.time(), int(answer.get("hlc") or 0))
+        return True
 
     def _learn(self, key: str, endpoint: str | None) -> None:
         if endpoint is None or key == self.replica.key or endpoint in self.links:
@@ -272,5 +309,6 @@ def attach(server: NodeServer, config: SyncConfig, endpoint: str | None = None) 
     replicator = Replicator(server, replica)
     server.after_write = replicator.poke
     server.fetch_back = replicator.tiering.fetch_back
+    server.relay_probe = replicator.relay_probe
     server.tier_status = replicator.tiering.status
     return replicator

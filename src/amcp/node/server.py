@@ -20,7 +20,7 @@ import logging
 import os
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar, cast
@@ -32,8 +32,15 @@ from amcp.memory import Memory
 from amcp.node.admission import Admission
 from amcp.node.channel import Channel
 from amcp.node.config import DEFAULT_HOST, DEFAULT_PORT, Limits, is_local_address, local_node
-from amcp.node.health import Fetch, health_reads, health_sync, read_fetching_back, tier_payload
-from amcp.node.service import WRITES, NodeService, Peer, Reply
+from amcp.node.health import (
+    Fetch,
+    Relay,
+    health_payload,
+    health_reads,
+    read_fetching_back,
+    relayed_answer,
+)
+from amcp.node.service import WRITES, NodeService, Peer, Reply, small_id_read
 from amcp.session import (
     AccessPolicy,
     Event,
@@ -44,7 +51,6 @@ from amcp.session import (
     Request,
     Role,
     Session,
-    SessionState,
     TrustConfig,
     TrustLevel,
 )
@@ -56,11 +62,8 @@ T = TypeVar("T")
 M = MsgType
 # Enum members as globals on the per-request path: EnumType.__getattr__ makes `M.X` a slow
 # lookup in Python 3.11 (see amcp.session.session).
-_FETCHES: set[asyncio.Task[None]] = set()
+_LATER: set[asyncio.Task[None]] = set()
 _HEALTH_CHECK, _SESSION_BEGIN, _MEMORY_READ = M.HEALTH_CHECK, M.SESSION_BEGIN, M.MEMORY_READ
-# Reads by id this small are answered on the loop itself: a thread-pool hop costs more than
-# the lookup (bench/node_rtt.py). Anything larger, and every write, goes to a thread.
-INLINE_READ_IDS = 8
 # ...but at most this many per socket read, so a pipelined flood goes to the pool (and its
 # in-flight cap) instead of stalling every other connection on the loop.
 INLINE_PER_CHUNK = 4
@@ -95,6 +98,7 @@ class NodeServer:
         # them: node.health.Fetch), and the tier rounds' report for HEALTH_RESPONSE.
         self.fetch_back: Fetch | None = None
         self.tier_status: Callable[[], dict[str, Any]] | None = None
+        self.relay_probe: Relay | None = None  # SWIM's indirect ping, for a member asking us
         self.limits = limits or Limits()
         self.identity = identity or NodeIdentity(memory.keyring.signing_key)
         self.local: LocalNode = local_node(
@@ -391,7 +395,7 @@ class _Connection(asyncio.BufferedProtocol):
         peer = self.peer
         assert peer is not None  # requests only arrive after the hello
         if mt is _SESSION_BEGIN or (
-            inline > 0 and mt is _MEMORY_READ and _small_id_read(frame.payload)
+            inline > 0 and mt is _MEMORY_READ and small_id_read(frame.payload)
         ):
             result = self.run_inline(frame, peer)
             if not self.fetch_then_answer(frame, result):
@@ -458,20 +462,25 @@ class _Connection(asyncio.BufferedProtocol):
                 self.server._read_pool,
                 functools.partial(self.server.service.handle, frame, peer))
 
+        self.later(read_fetching_back(fetch, ids, result, reread),
+                   lambda again: self.answer(frame, again))
+        return True
+
+    def later(self, work: Awaitable[Any], answer: Callable[[Any], object]) -> None:
+        """Answer from a task once ``work`` is done (counted in flight until then)."""
         async def run() -> None:
             try:
-                again = await read_fetching_back(fetch, ids, result, reread)
+                got = await work
             finally:
                 self.inflight -= 1
             if not self.closed:
-                self.answer(frame, again)
+                answer(got)
                 if not self.flush():
                     self.arm()
 
         task = self.loop.create_task(run())
-        _FETCHES.add(task)  # held until done: the loop keeps only a weak reference
-        task.add_done_callback(_FETCHES.discard)
-        return True
+        _LATER.add(task)  # held until done: the loop keeps only a weak reference
+        task.add_done_callback(_LATER.discard)
 
     def answer(self, frame: Frame, result: Reply | BaseException) -> None:
         channel = self.channel
@@ -490,21 +499,15 @@ class _Connection(asyncio.BufferedProtocol):
         if isinstance(facts, BaseException):
             self.answer(frame, facts)
         else:
-            stats, tiers = facts
-            state = self.channel.session.state
-            hlc = self.server.memory.clock.send()
-            payload = {
-                "state": (SessionState.ACTIVE if state is SessionState.SUSPENDED
-                          else state).value,
-                "hlc": hlc,
-                "store": {"records": stats.records, "bytes": stats.bytes},
-                "uptime_s": round(self.server.uptime(), 3),
-            }
-            if tiers is not None:
-                payload["tiers"] = tier_payload(tiers, self.server.tier_status)
-            replica = self.server.replica
-            if replica is not None:
-                payload.update(health_sync(replica, frame.payload, self.channel.session, hlc))
+            server = self.server
+            payload = health_payload(self.channel.session, facts, server.memory.clock.send(),
+                                     server.uptime(), server.tier_status, server.replica,
+                                     frame.payload)
+            relayed = relayed_answer(server.relay_probe, frame.payload, payload)
+            if relayed is not None:  # an indirect probe: answered once it is done
+                self.inflight += 1
+                self.later(relayed, functools.partial(self.channel.reply, frame, M.HEALTH_RESPONSE))
+                return
             self.channel.reply(frame, M.HEALTH_RESPONSE, payload)
         if not self.flush():
             self.arm()
@@ -583,11 +586,6 @@ class _Connection(asyncio.BufferedProtocol):
         if self.timer is not None:
             self.timer.cancel()
             self.timer = self.timer_at = None
-
-
-def _small_id_read(payload: Any) -> bool:
-    ids = payload.get("ids")
-    return isinstance(ids, list) and len(ids) <= INLINE_READ_IDS and len(payload) == 1
 
 
 async def serve(

@@ -546,3 +546,14 @@ _HANDLERS = {
     M.KNOWLEDGE_DISTILL: NodeService.distill,
     M.SESSION_BEGIN: NodeService.session_begin,
 }
+
+
+# Reads by id this small are answered on the loop itself: a thread-pool hop costs more than
+# the lookup (bench/node_rtt.py). Anything larger, and every write, goes to a thread.
+INLINE_READ_IDS = 8
+
+
+def small_id_read(payload: Any) -> bool:
+    """A MEMORY_READ of a few ids and nothing else: the server answers it on its loop."""
+    ids = payload.get("ids")
+    return isinstance(ids, list) and len(ids) <= INLINE_READ_IDS and len(payload) == 1
