@@ -155,7 +155,8 @@ class Tiering:
                 continue
             try:
                 stored = await self.server.run_write(
-                    functools.partial(restore, self.server.memory, amf, pointer))
+                    functools.partial(restore, self.server.memory, amf, pointer,
+                                      link.spec.accepts))
             except IntegrityError as exc:
                 self.replica.bad_peer(link.key or link.spec.endpoint, link.spec.label, str(exc))
                 continue
