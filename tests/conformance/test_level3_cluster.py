@@ -22,10 +22,14 @@ from amcp.conformance.level3 import LEVEL_3 as LEVEL_3_SPECS
 from amcp.sync.peers import SyncConfig
 from amcp.sync.tierconfig import TierConfig
 
-# Every node is tiered and names the other two as its tier-1 peers (``mesh``), so each has
-# a holder to evict to; rounds every 0.5 s, no idleness rule. Tier 0 holds 40 records
-# (eviction from 32): T3-04 fills the target past it, and its fillers push the other two
-# past it as well, so everything after T3-04 runs against nodes that have evicted.
+# Every node is tiered, rounds every 0.5 s, no idleness rule; b and c name a as their
+# tier-1 peer (``star``), so both evict to a, the hub, which has no holder of its own.
+# Tier 0 holds 40 records (eviction from 32): T3-04 fills the target c past it and its
+# fillers push b past it too, so everything after T3-04 runs against nodes that have
+# evicted. Not a chain (c → b → a) nor a mesh of nodes that are each other's holders: a
+# read there can cascade fetches (the holder fetching back for the asker), and at load
+# 9-15 that overran a read timeout in one run of four to six (T3-02 against a mesh, T3-04's
+# read-back through a middle node that had evicted too): reads were answered CACHE_MISS.
 TIERED = replace(FAST, tiers=TierConfig(max_records=40, idle_days=0, interval=0.5))
 # Eager: tier 0 keeps one record (eviction from 1.6), so T3-02's root, evidence and forks
 # are evicted while the conflict forms and are read back through the local index.
@@ -38,7 +42,7 @@ def _run(tmp_path: Path, only: list[str], whole: bool = False,
     """Level 3 against nodes a, b, c (c the target, a and b its peers); a ``whole`` run
     (Levels 1 and 2 too) also takes b as T2-08's reference node and shortens T1-07's
     silence window. Returns the report and how many records each node evicted."""
-    with serving(tmp_path, ["a", "b", "c"], config=config, mesh=True) as nodes:
+    with serving(tmp_path, ["a", "b", "c"], config=config, star=True) as nodes:
         ports = [n.port for n in nodes.values()]
         kit = KitConfig(timeout=5.0, converge_within=30.0, poll_interval=0.05)
         if whole:
@@ -56,11 +60,12 @@ def test_three_tiered_nodes_pass_level_3(tmp_path: Path) -> None:
     report, evicted = _run(tmp_path, LEVEL_3)
     assert not _failures(report), _failures(report)
     assert [r.id for r in report.results] == LEVEL_3
-    assert all(n > 0 for n in evicted), evicted  # T3-04's fill reached every node
+    assert evicted[1] > 0 and evicted[2] > 0, evicted  # T3-04's fill reached b too
 
 
 def test_three_eager_evicting_nodes_resolve_conflicts_alike(tmp_path: Path) -> None:
-    """T3-02 on its own, against nodes that evict all but one record: the forks, the root
+    """T3-02 on its own, against nodes that evict all but one record (b and c; a is their
+    hub and has no holder): the forks, the root
     and the evidence are evicted while the conflict forms, so the rule ranks and marks
     evicted records through their pointers and the kit's reads fetch them back
     (issue 17: an evicted loser came back active). The node each fork was written to ends
@@ -78,7 +83,7 @@ def test_three_eager_evicting_nodes_resolve_conflicts_alike(tmp_path: Path) -> N
     (result,) = report.results
     assert result.passed, result.detail
     assert len(result.checks) == 8 and all(c.passed for c in result.checks)
-    assert all(n > 0 for n in evicted), evicted
+    assert evicted[1] > 0 and evicted[2] > 0, evicted
 
 
 def test_the_whole_of_levels_1_to_3_against_tiered_nodes(tmp_path: Path) -> None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import socket
 import threading
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -96,43 +95,27 @@ async def heal(node: Node, port: int, config: SyncConfig = FAST) -> None:
     node.server, node.replicator = server, replicator
 
 
-def free_ports(count: int) -> list[int]:
-    """Loopback ports free now, for nodes that must name each other before they start."""
-    socks = [socket.create_server(("127.0.0.1", 0)) for _ in range(count)]
-    try:
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
-
-
 @asynccontextmanager
 async def cluster(tmp: Path, names: list[str], *, config: SyncConfig = FAST,
-                  chain: bool = True, mesh: bool = False) -> AsyncIterator[dict[str, Node]]:
+                  chain: bool = True, star: bool = False) -> AsyncIterator[dict[str, Node]]:
     """Nodes started in order; with ``chain`` each one names the one before as its peer
-    (so the rest is learned through membership); with ``mesh`` every node names every
-    other one as a configured (tier-1) peer — so each has a holder to evict to."""
+    (so the rest is learned through membership); with ``star`` each names the first (a
+    hub, the tier-1 holder of every other node's evicted records)."""
     nodes: dict[str, Node] = {}
-    ports = free_ports(len(names)) if mesh else [0] * len(names)
     async with AsyncExitStack() as stack:
         prev: tuple[Node, ...] = ()
-        for name, port in zip(names, ports, strict=True):
-            own = config
-            if mesh:
-                own = replace(config, peers=config.peers + tuple(
-                    PeerSpec("127.0.0.1", p, name=n)
-                    for n, p in zip(names, ports, strict=True) if n != name))
-            node = await start_node(tmp, name, own, prev, port)
+        for name in names:
+            node = await start_node(tmp, name, config, prev)
             stack.push_async_callback(stop_node, node)
             nodes[name] = node
-            if chain and not mesh:
+            if chain and not (star and prev):
                 prev = (node,)
         yield nodes
 
 
 @contextmanager
 def serving(tmp: Path, names: list[str], *, config: SyncConfig = FAST,
-            bound: float = 60.0, mesh: bool = False) -> Iterator[dict[str, Node]]:
+            bound: float = 60.0, star: bool = False) -> Iterator[dict[str, Node]]:
     """``cluster`` on an event loop of its own thread, for a synchronous caller such as the
     conformance kit. The caller's blocking work stays on its own thread, bounded by its own
     deadlines — never a thread that a cancelled ``asyncio.to_thread`` would leave running
@@ -144,7 +127,7 @@ def serving(tmp: Path, names: list[str], *, config: SyncConfig = FAST,
     stack = AsyncExitStack()
 
     async def up() -> dict[str, Node]:
-        return await stack.enter_async_context(cluster(tmp, names, config=config, mesh=mesh))
+        return await stack.enter_async_context(cluster(tmp, names, config=config, star=star))
 
     try:
         yield asyncio.run_coroutine_threadsafe(up(), loop).result(bound)

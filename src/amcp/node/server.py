@@ -460,7 +460,11 @@ class _Connection(asyncio.BufferedProtocol):
 
         async def run() -> None:
             try:
-                again = await read_fetching_back(fetch, ids, result, reread)
+                # Every id the read asked for is held from eviction until it is answered,
+                # not only the evicted ones: a round in between (the restores put tier 0
+                # over its limit) took others the first look had found (T3-04 read-back).
+                held = frame.payload.get("ids") or ids
+                again = await read_fetching_back(fetch, held, result, reread)
             finally:
                 self.inflight -= 1
             if not self.closed:
