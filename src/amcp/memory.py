@@ -29,6 +29,7 @@ from amcp.errors import (
     StoreIntegrityError,
     ValidationError,
 )
+from amcp.evolution import conflicts
 from amcp.firewall import Firewall, Provenance, Trust, WriterKeys
 from amcp.firewall import serve as firewall_serve
 from amcp.keyring import Keyring
@@ -328,12 +329,17 @@ class Memory(WritePath, ReviewPath):
         return WriteOutcome(knowledge_id, Status.NO_CONTENT, hlc)
 
     def purge(self, knowledge_id: str, reason: str | None = None) -> WriteOutcome:
-        """Privacy erasure: wipe the content, keep a tombstone so it never comes back."""
+        """Privacy erasure: wipe the content, keep a tombstone so it never comes back. A
+        purged record claims nothing: what it superseded is decided again, as on every node
+        the purge reaches by sync (PROFILE §10, ``evolution.conflicts``)."""
         with self.atomic():
             found = self.store.get(knowledge_id)
+            pred = conflicts.superseded_by_purge(self, knowledge_id)
             if found is None and pointer_of(self.store, knowledge_id):  # evicted: purge beats
                 hlc = self.clock.send()  # it; the tombstone goes to the holder through sync
                 self.store.put_tombstone(knowledge_id, hlc=hlc, reason=reason)
+                if pred:
+                    conflicts.resolve(self, pred)
                 return WriteOutcome(knowledge_id, Status.NO_CONTENT, hlc)
             if found is None:
                 raise NotFoundError(f"no record {knowledge_id}")
@@ -342,6 +348,8 @@ class Memory(WritePath, ReviewPath):
             rowid = self.searcher.rowid_of(knowledge_id)
             hlc = self.clock.send()
             self.store.purge(knowledge_id, hlc=hlc, reason=reason)
+            if pred:
+                conflicts.resolve(self, pred)
         self.searcher.removed(rowid)
         return WriteOutcome(knowledge_id, Status.NO_CONTENT, hlc)
 

@@ -97,9 +97,10 @@ async def heal(node: Node, port: int, config: SyncConfig = FAST) -> None:
 
 @asynccontextmanager
 async def cluster(tmp: Path, names: list[str], *, config: SyncConfig = FAST,
-                  chain: bool = True) -> AsyncIterator[dict[str, Node]]:
+                  chain: bool = True, star: bool = False) -> AsyncIterator[dict[str, Node]]:
     """Nodes started in order; with ``chain`` each one names the one before as its peer
-    (so the rest is learned through membership)."""
+    (so the rest is learned through membership); with ``star`` each names the first (a
+    hub, the tier-1 holder of every other node's evicted records)."""
     nodes: dict[str, Node] = {}
     async with AsyncExitStack() as stack:
         prev: tuple[Node, ...] = ()
@@ -107,14 +108,14 @@ async def cluster(tmp: Path, names: list[str], *, config: SyncConfig = FAST,
             node = await start_node(tmp, name, config, prev)
             stack.push_async_callback(stop_node, node)
             nodes[name] = node
-            if chain:
+            if chain and not (star and prev):
                 prev = (node,)
         yield nodes
 
 
 @contextmanager
 def serving(tmp: Path, names: list[str], *, config: SyncConfig = FAST,
-            bound: float = 60.0) -> Iterator[dict[str, Node]]:
+            bound: float = 60.0, star: bool = False) -> Iterator[dict[str, Node]]:
     """``cluster`` on an event loop of its own thread, for a synchronous caller such as the
     conformance kit. The caller's blocking work stays on its own thread, bounded by its own
     deadlines — never a thread that a cancelled ``asyncio.to_thread`` would leave running
@@ -126,7 +127,7 @@ def serving(tmp: Path, names: list[str], *, config: SyncConfig = FAST,
     stack = AsyncExitStack()
 
     async def up() -> dict[str, Node]:
-        return await stack.enter_async_context(cluster(tmp, names, config=config))
+        return await stack.enter_async_context(cluster(tmp, names, config=config, star=star))
 
     try:
         yield asyncio.run_coroutine_threadsafe(up(), loop).result(bound)

@@ -462,7 +462,11 @@ class _Connection(asyncio.BufferedProtocol):
                 self.server._read_pool,
                 functools.partial(self.server.service.handle, frame, peer))
 
-        self.later(read_fetching_back(fetch, ids, result, reread),
+        # Every id the read asked for is held from eviction until it is answered, not only
+        # the evicted ones: a round in between (the restores put tier 0 over its limit) took
+        # others the first look had found (T3-04 read-back).
+        held = frame.payload.get("ids") or ids
+        self.later(read_fetching_back(fetch, held, result, reread),
                    lambda again: self.answer(frame, again))
         return True
 

@@ -114,8 +114,10 @@ class Tiering:
     # ------------------------------------------------------------------ fetch-back
 
     async def fetch_back(self, ids: Sequence[str], then: Callable[[int], Awaitable[T]]) -> T:
-        """Bring evicted ``ids`` back from a holder, then ``await then(how many came
-        back)`` — the read that serves them — while no eviction round may take them again."""
+        """Bring the evicted ones of ``ids`` (a read's ids) back from a holder, then ``await
+        then(how many came back)`` — the read that serves them — while no eviction round
+        may take any of ``ids``: the restores can put tier 0 over its limit, and a round
+        then would evict ids of the same read that its first look had found."""
         for kid in ids:
             self._held[kid] = self._held.get(kid, 0) + 1
         try:
@@ -155,7 +157,8 @@ class Tiering:
                 continue
             try:
                 stored = await self.server.run_write(
-                    functools.partial(restore, self.server.memory, amf, pointer))
+                    functools.partial(restore, self.server.memory, amf, pointer,
+                                      link.spec.accepts))
             except IntegrityError as exc:
                 self.replica.bad_peer(link.key or link.spec.endpoint, link.spec.label, str(exc))
                 continue

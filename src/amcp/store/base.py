@@ -315,6 +315,14 @@ class Pointer:
     # line, not a duplicate); reads still find the pointer and fetch it back.
     stale: bool = False
     text: str = ""  # the first 1,000 characters of its statement, for recall over pointers
+    # The record's causal facts, so the conflict rule (PROFILE §10) can rank an evicted
+    # claimant and walk a chain through evicted ancestors as if they were here. A pointer
+    # logged before they were kept has ``causal_known`` False.
+    causal_known: bool = False
+    supersedes: str | None = None
+    caused_by: tuple[str, ...] = ()
+    causal_hlc: str | None = None
+    evidence: int = 0  # len(core.evidence)
 
 
 @dataclass(frozen=True, slots=True)
@@ -337,6 +345,12 @@ class TierIndex(Protocol):
 
     def release(self, knowledge_id: str, *, hlc: int, why: str) -> bool:
         """Mark a pointer stale (the record changed elsewhere: sync brings it back whole)."""
+        ...
+
+    def restate(self, knowledge_id: str, *, hlc: int, lifecycle: Lifecycle,
+                superseded_by: str | None, reason: str | None) -> bool:
+        """Record an evicted record's new state on its pointer (the conflict rule decided it
+        here): put back when the record is fetched. False: no such pointer, or no change."""
         ...
 
     def pointer(self, knowledge_id: str) -> Pointer | None:

@@ -81,13 +81,15 @@ class SQLiteTiers:
                 "lifecycle": lifecycle.value, "superseded_by": row[col.SUPERSEDED_BY],
                 "reason": row[col.REASON], "holder": holder, "tier": tier,
             }
+            body = msgpack.unpackb(row[col.BODY], raw=False)
+            details["causal"] = _causal_facts(body)
             if lifecycle is Lifecycle.ACTIVE:
                 termstats.count_rows(self._db, [rowid], -1)  # before its FTS row goes
             seq = self._changes.append(ChangeOp.EVICT, knowledge_id, hlc, details)
             self._drop_row(row)
             size = len(row[col.BODY])
             now = time.time()
-            text = text_of(msgpack.unpackb(row[col.BODY], raw=False))[:TEXT_KEPT]
+            text = text_of(body)[:TEXT_KEPT]
             self._db.execute(
                 "INSERT OR REPLACE INTO evicted(knowledge_id, seq, subject, tags, text, size,"
                 " holder, tier, evicted_at) VALUES (?,?,?,?,?,?,?,?,?)",
@@ -119,10 +121,33 @@ class SQLiteTiers:
                 return False
             details = dict(msgpack.unpackb(row[10], raw=False))
             details["stale"] = why or "changed elsewhere"
-            seq = self._changes.append(ChangeOp.EVICT, knowledge_id, hlc, details)
-            self._db.execute("UPDATE evicted SET seq=? WHERE knowledge_id=?",
-                             (seq, knowledge_id))
+            self._relog(knowledge_id, hlc, details)
         return True
+
+    def restate(self, knowledge_id: str, *, hlc: int, lifecycle: Lifecycle,
+                superseded_by: str | None, reason: str | None) -> bool:
+        """The pointer's state, as a new signed ``evict`` change (a pointer is served only
+        while its change is the id's latest, so the old state is not served again). A
+        stale mark stays: what changed elsewhere is still to be learned from the holder."""
+        if lifecycle not in EVICTABLE:
+            raise ValidationError("lifecycle", f"an evicted record cannot be {lifecycle.value}")
+        with self._changes.atomic():
+            row = self._pointer_row(knowledge_id)
+            found = None if row is None else self._checked(row)
+            if found is None:
+                return False
+            state = (lifecycle.value, superseded_by or None, reason)
+            details = dict(msgpack.unpackb(row[10], raw=False))
+            if (details.get("lifecycle"), details.get("superseded_by") or None,
+                    details.get("reason")) == state:
+                return False
+            details["lifecycle"], details["superseded_by"], details["reason"] = state
+            self._relog(knowledge_id, hlc, details)
+        return True
+
+    def _relog(self, knowledge_id: str, hlc: int, details: dict[str, Any]) -> None:
+        seq = self._changes.append(ChangeOp.EVICT, knowledge_id, hlc, details)
+        self._db.execute("UPDATE evicted SET seq=? WHERE knowledge_id=?", (seq, knowledge_id))
 
     def forget(self, knowledge_id: str) -> None:
         """Drop the pointer row (inside the caller's transaction: a put, a purge)."""
@@ -246,16 +271,37 @@ class SQLiteTiers:
                         int(hlc), str(text))
 
 
+def _causal_facts(body: Any) -> dict[str, Any]:
+    """What the conflict rule needs of a record it cannot read any more (sync.conflicts):
+    what it supersedes and cites, its creator's clock, how much evidence it carries."""
+    causal = body.get("causal") if isinstance(body, dict) else None
+    causal = causal if isinstance(causal, dict) else {}
+    core = body.get("core") if isinstance(body, dict) else None
+    evidence = core.get("evidence") if isinstance(core, dict) else None
+    return {"supersedes": causal.get("supersedes"),
+            "caused_by": list(causal.get("caused_by") or ()),
+            "hlc": causal.get("hlc"),
+            "evidence": len(evidence) if isinstance(evidence, list) else 0}
+
+
 def _pointer(kid: str, details: dict[str, Any], subject: str, tags: Sequence[str], size: int,
              evicted_at: float, hlc: int, text: str) -> Pointer:
     names = tuple(str(s) for s in details.get("scopes") or ())
+    causal = details.get("causal")
+    known = isinstance(causal, dict)
+    facts: dict[str, Any] = causal if isinstance(causal, dict) else {}
+    sup, chlc = facts.get("supersedes"), facts.get("hlc")
     return Pointer(
         knowledge_id=kid, type=KnowledgeType(details["type"]), scopes=names,
         checksum=str(details["checksum"]), envelope=details.get("envelope"),
         lifecycle=Lifecycle(details["lifecycle"]), superseded_by=details.get("superseded_by"),
         reason=details.get("reason"), subject=subject, tags=tuple(tags), size=size,
         holder=str(details["holder"]), tier=int(details["tier"]), evicted_at=evicted_at,
-        hlc=hlc, stale=bool(details.get("stale")), text=text,
+        hlc=hlc, stale=bool(details.get("stale")), text=text, causal_known=known,
+        supersedes=sup if isinstance(sup, str) else None,
+        caused_by=tuple(str(c) for c in facts.get("caused_by") or ()),
+        causal_hlc=chlc if isinstance(chlc, str) else None,
+        evidence=int(facts.get("evidence") or 0),
     )
 
 

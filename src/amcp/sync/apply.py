@@ -37,7 +37,7 @@ from amcp.errors import AmcpError, IntegrityError, ValidationError
 from amcp.ports import MemoryWriter
 from amcp.store.base import StoredRecord
 from amcp.sync.conflicts import resolve, settle
-from amcp.sync.tiers import fresh_pointer, note_state_change
+from amcp.sync.tiers import fresh_pointer, is_evicted, note_state_change, purge_absent
 
 OPS = frozenset({"put", "invalidate", "supersede", "purge"})
 DEFAULT_MAX_DRIFT_MS = 60_000  # PROFILE §5
@@ -244,7 +244,7 @@ def _apply_state(
         return _apply_purge(memory, kid, found, writable)
     if found is not None and found.record is None:
         raise AmcpError(f"{kid} was purged here and never comes back")
-    if found is None and note_state_change(memory, kid, f"{op} from a peer"):
+    if found is None and note_state_change(memory, kid, f"{op} from a peer", op):
         return True  # evicted here: sync brings it back whole, in its new state
     if found is None:
         raise AmcpError(f"{kid} is not stored here")
@@ -269,7 +269,7 @@ def _apply_purge(
         if writable is not None and not writable(("*",)):
             raise AmcpError(f"{kid}: not stored here, and a tombstone needs write access "
                             "to every scope")
-        return memory.store.put_tombstone(kid, hlc=memory.clock.send(), reason="sync")
+        return purge_absent(memory, kid)  # an evicted one re-decides what it superseded
     if found.state.lifecycle is Lifecycle.PURGED:
         return False
     assert found.record is not None
@@ -296,6 +296,8 @@ def _apply_supersede(
     if found.state.superseded_by == new:
         return False
     successor = memory.store.get(new)
+    if successor is None and is_evicted(memory, new):  # ranked from its pointer (tiers)
+        return resolve(memory, kid, new).changed
     if successor is None:
         raise AmcpError(f"{kid}: the superseding record is not stored here")
     if successor.record is None:

@@ -21,6 +21,7 @@ its pools and asks the higher-tier peer (``amcp.node.tiering``):
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -29,10 +30,14 @@ from typing import Any
 from amcp.amf.record import AMFRecord
 from amcp.amf.types import DecayType, KnowledgeType, Lifecycle, Locality, SyncPriority
 from amcp.errors import IntegrityError
+from amcp.evolution.conflicts import resolve
 from amcp.evolution.decay import DecayStatus, age_days, decay_model_of, decay_status
 from amcp.ports import MemoryWriter
 from amcp.store.base import ChangeOp, Pointer, RecordFilter, StoredRecord, TierIndex, TierUsage
 from amcp.sync.tierconfig import TierConfig
+
+log = logging.getLogger("amcp.sync")
+ScopeCheck = Callable[[Sequence[str]], bool]
 
 DAY = 86_400.0
 PINNED_TYPES = frozenset({KnowledgeType.FACT, KnowledgeType.PITFALL, KnowledgeType.PRINCIPLE})
@@ -171,36 +176,89 @@ def held_copies(results: Sequence[Any]) -> dict[str, str]:
     return out
 
 
-def restore(memory: MemoryWriter, amf: Mapping[str, Any], pointer: Pointer) -> bool:
-    """Store a fetched copy of an evicted record again. It must be the pointed record (id,
-    checksum, envelope: else IntegrityError, the holder sent something else) and passes
-    the whole write path; its lifecycle at eviction is put back. False: not evicted now."""
+def _split_view(amf: Mapping[str, Any]) -> tuple[dict[str, Any], Mapping[str, Any], str | None]:
+    """The record as written, the holder's ``x-state`` and ``causal.superseded_by`` (its
+    view of the record's state: not part of the record, not covered by its checksum)."""
     body = dict(amf)
     ext = dict(body.get("vendor_extensions") or {})
-    ext.pop("x-state", None)  # the holder's view of it, not part of the record
+    view = ext.pop("x-state", None)
     if ext:
         body["vendor_extensions"] = ext
     else:
         body.pop("vendor_extensions", None)
+    causal = body.get("causal")
+    by = causal.get("superseded_by") if isinstance(causal, Mapping) else None
+    return body, view if isinstance(view, Mapping) else {}, by if isinstance(by, str) else None
+
+
+def restore(memory: MemoryWriter, amf: Mapping[str, Any], pointer: Pointer,
+            writable: ScopeCheck | None = None) -> bool:
+    """Store a fetched copy of an evicted record again. It must be the pointed record (id,
+    checksum, envelope: else IntegrityError, the holder sent something else) and passes
+    the whole write path. Its state: the pointer's (the state at eviction, or what the
+    conflict rule decided since, ``TierIndex.restate``); for a stale pointer (changed
+    elsewhere) the holder's, verified — an invalidation is taken as a peer's invalidate
+    op would be (``writable``: the scopes that peer may write to us), and a supersede only
+    as the conflict rule finds it from the records held here, never on the holder's word.
+    Then the rule runs for the record both as a claimant and as a predecessor, as for any
+    record stored. False: not evicted now."""
+    body, view, by = _split_view(amf)
     record = AMFRecord.from_dict(body)
     if record.knowledge_id != pointer.knowledge_id or \
             record.integrity.checksum != pointer.checksum or \
             (pointer.envelope is not None and record.integrity.envelope != pointer.envelope):
         raise IntegrityError(f"{pointer.knowledge_id}: the fetched copy is not the evicted "
                              "record (id, checksum or envelope differ)")
+    kid = pointer.knowledge_id
     with memory.atomic():
         tiers = tiers_of(memory)
-        if tiers is None or tiers.pointer(pointer.knowledge_id) is None:
+        current = tiers.pointer(kid) if tiers is not None else None
+        if current is None:
             return False
         memory.put_many([(record, False)], dedup=False)
-        if pointer.lifecycle is not Lifecycle.ACTIVE and not pointer.stale:
-            op = (ChangeOp.SUPERSEDE if pointer.lifecycle is Lifecycle.SUPERSEDED
+        if current.stale:
+            _holder_invalidation(memory, record, view, writable)
+        elif current.lifecycle is not Lifecycle.ACTIVE:
+            op = (ChangeOp.SUPERSEDE if current.lifecycle is Lifecycle.SUPERSEDED
                   else ChangeOp.INVALIDATE)
-            memory.store.set_state(pointer.knowledge_id, op, hlc=memory.clock.send(),
-                                   lifecycle=pointer.lifecycle, reason=pointer.reason,
-                                   superseded_by=pointer.superseded_by)
-            memory.searcher.drop(pointer.knowledge_id)
+            memory.store.set_state(kid, op, hlc=memory.clock.send(),
+                                   lifecycle=current.lifecycle, reason=current.reason,
+                                   superseded_by=current.superseded_by)
+            memory.searcher.drop(kid)
+        # The record's successor as the holder and as the pointer last knew it: each is a
+        # candidate the rule checks against the records held here (it must claim kid, or
+        # be the winner over kid's own predecessor).
+        named = sorted({c for c in (by, current.superseded_by) if c})
+        pred = record.causal.supersedes if record.causal is not None else None
+        if pred:
+            for claimed in (kid, *named):
+                resolve(memory, pred, claimed)
+        for successor in named or [""]:
+            resolve(memory, kid, successor or None)
     return True
+
+
+def _holder_invalidation(memory: MemoryWriter, record: AMFRecord, view: Mapping[str, Any],
+                         writable: ScopeCheck | None) -> None:
+    if view.get("lifecycle") != Lifecycle.INVALIDATED.value:
+        return
+    if writable is not None and not writable(record.meta.project_scope):
+        log.warning("tiers: %s: the holder's invalidation is not taken (scopes it may not "
+                    "write)", record.knowledge_id)
+        return
+    memory.invalidate(record.knowledge_id, str(view.get("reason") or "invalidated at the holder"))
+
+
+def purge_absent(memory: MemoryWriter, knowledge_id: str) -> bool:
+    """A purge for an id without a row here (SYNC_PUSH op ``purge``). An evicted record is
+    purged as a stored one is (``Memory.purge``: the tombstone replaces its pointer and
+    what it superseded is decided again); an id unknown here gets its tombstone, so it
+    can never arrive later."""
+    tiers = tiers_of(memory)
+    if tiers is not None and tiers.pointer(knowledge_id) is not None:
+        memory.purge(knowledge_id, "sync")
+        return True
+    return memory.store.put_tombstone(knowledge_id, hlc=memory.clock.send(), reason="sync")
 
 
 def pointer_view(p: Pointer) -> dict[str, Any]:
@@ -223,14 +281,30 @@ def matching_pointers(memory: MemoryWriter, query: str, readable: Callable[[Sequ
             if readable(p.scopes)]
 
 
-def note_state_change(memory: MemoryWriter, knowledge_id: str, why: str) -> bool:
-    """A peer changed an evicted record's state (invalidate, supersede, a rival successor):
-    the pointer is marked stale, so the digests leave it out and sync brings the record
-    back whole, through the conflict rules, instead of this node guessing its new state."""
+def note_state_change(memory: MemoryWriter, knowledge_id: str, why: str,
+                      op: str = "supersede") -> bool:
+    """A peer changed an evicted record's state. True: the id is evicted here (the change
+    is taken care of); False: no pointer.
+
+    - ``supersede`` (a successor arrived, or a peer says one did): the conflict rule
+      decides it from the records held here, and ranks and marks evicted ones through
+      their pointers (``evolution.conflicts``) — nothing to guess, the pointer stays fresh;
+    - anything else (``invalidate``), or a pointer without the causal facts the rule needs
+      (an older build's): the pointer is marked stale, so the digests leave it out and
+      sync brings the record back whole, and a fetch-back takes the holder's state."""
     tiers = tiers_of(memory)
-    if tiers is None:
+    pointer = tiers.pointer(knowledge_id) if tiers is not None else None
+    if tiers is None or pointer is None:
         return False
-    return tiers.release(knowledge_id, hlc=memory.clock.send(), why=why)
+    if op != "supersede" or not pointer.causal_known:
+        tiers.release(knowledge_id, hlc=memory.clock.send(), why=why)
+    return True
+
+
+def is_evicted(memory: MemoryWriter, knowledge_id: str) -> bool:
+    """Evicted from tier 0 here: a pointer (fresh or stale) stands for the record."""
+    tiers = tiers_of(memory)
+    return tiers is not None and tiers.pointer(knowledge_id) is not None
 
 
 def fresh_pointer(memory: MemoryWriter, knowledge_id: str) -> Pointer | None:
@@ -264,5 +338,5 @@ def usage_view(memory: MemoryWriter, config: TierConfig | None) -> dict[str, Any
 
 
 __all__ = ["Candidate", "digest_pointers", "evict_held", "fresh_pointer",
-           "held_copies", "matching_pointers", "note_state_change", "plan", "pointer_view",
-           "restore", "stays", "tiers_of", "usage_view"]
+           "held_copies", "is_evicted", "matching_pointers", "note_state_change", "plan", "pointer_view",
+           "purge_absent", "restore", "stays", "tiers_of", "usage_view"]
