@@ -36,8 +36,9 @@ from amcp.clock import Timestamp
 from amcp.errors import AmcpError, IntegrityError, ValidationError
 from amcp.ports import MemoryWriter
 from amcp.store.base import StoredRecord
-from amcp.sync.conflicts import resolve, settle
-from amcp.sync.tiers import fresh_pointer, note_state_change
+from amcp.sync.bulk import Run, Verifier, store_run
+from amcp.sync.conflicts import resolve
+from amcp.sync.tiers import note_state_change
 
 OPS = frozenset({"put", "invalidate", "supersede", "purge"})
 DEFAULT_MAX_DRIFT_MS = 60_000  # PROFILE §5
@@ -76,6 +77,14 @@ class ApplyResult:
         self.problems += other.problems[: max(0, 64 - len(self.problems))]
         self.done += other.done
 
+    def count(self, entry: Mapping[str, Any], changed: bool) -> None:
+        """An entry applied (it changed the store) or already reflected here."""
+        if changed:
+            self.applied += 1
+            self.done.append((entry["op"], entry["knowledge_id"]))
+        else:
+            self.duplicates += 1
+
     def _refuse(self, kid: str | None, why: str) -> None:
         self.conflicts += 1
         if len(self.problems) < 64:
@@ -103,10 +112,12 @@ def apply_changes(
     *,
     writable: ScopeCheck | None = None,
     max_drift_ms: int = DEFAULT_MAX_DRIFT_MS,
+    verifier: Verifier | None = None,
 ) -> ApplyResult:
-    """Apply SYNC_PUSH / pulled entries in order. See the module docstring for the rules."""
+    """Apply SYNC_PUSH / pulled entries in order. See the module docstring for the rules;
+    ``verifier`` verifies a long run of puts in a worker process (``amcp.sync.bulk``)."""
     result = ApplyResult()
-    run: list[tuple[dict[str, Any], AMFRecord]] = []
+    run: Run = []
     for index, change in enumerate(changes):
         hlc = change.get("hlc") if isinstance(change, Mapping) else None
         if isinstance(hlc, int) and not isinstance(hlc, bool) and hlc > result.watermark:
@@ -119,11 +130,11 @@ def apply_changes(
             result._refuse(kid[:80] if isinstance(kid, str) else None, exc.message)
             continue
         if entry["op"] == "put":
-            shaped = _admissible(memory, entry, writable, max_drift_ms, result)
+            shaped = _admissible(entry, writable, max_drift_ms, result)
             if shaped is not None:
                 run.append((entry, shaped))
             continue
-        _flush(memory, run, result)
+        _flush(memory, run, result, verifier)
         run = []
         try:
             changed = _apply_state(memory, entry, writable, result)
@@ -132,25 +143,17 @@ def apply_changes(
         except AmcpError as exc:
             result._refuse(entry["knowledge_id"], exc.message)
             continue
-        _count(result, entry, changed)
-    _flush(memory, run, result)
+        result.count(entry, changed)
+    _flush(memory, run, result, verifier)
     return result
 
 
-def _count(result: ApplyResult, entry: Mapping[str, Any], changed: bool) -> None:
-    if changed:
-        result.applied += 1
-        result.done.append((entry["op"], entry["knowledge_id"]))
-    else:
-        result.duplicates += 1
-
-
 def _admissible(
-    memory: MemoryWriter, entry: Mapping[str, Any], writable: ScopeCheck | None,
-    max_drift_ms: int, result: ApplyResult,
+    entry: Mapping[str, Any], writable: ScopeCheck | None, max_drift_ms: int,
+    result: ApplyResult,
 ) -> AMFRecord | None:
-    """The shaped record of a put worth storing, or None (counted as duplicate / refused).
-    Shape errors are refusals of this entry; integrity errors propagate (a violation)."""
+    """The shaped record of a put worth storing, or None (refused and counted). Whether it
+    is held here already is asked for the whole run at once (``bulk.held_here``)."""
     kid = entry["knowledge_id"]
     amf = entry["amf"]
     if amf.get("knowledge_id") != kid:
@@ -165,19 +168,6 @@ def _admissible(
     if why is not None:
         result._refuse(kid, why)
         return None
-    found = memory.store.get(kid)
-    if found is None:
-        pointer = fresh_pointer(memory, kid)  # evicted here: a copy is no news
-        if pointer is not None and pointer.checksum == shaped.integrity.checksum:
-            result.duplicates += 1
-            return None
-    if found is not None:
-        if found.record is None:
-            result._refuse(kid, "purged here; a purged id never comes back")
-            return None
-        if found.record.integrity.checksum == shaped.integrity.checksum:
-            result.duplicates += 1
-            return None
     return shaped
 
 
@@ -198,39 +188,10 @@ def _why_not(record: AMFRecord, writable: ScopeCheck | None, max_drift_ms: int) 
     return None
 
 
-def _flush(
-    memory: MemoryWriter, run: list[tuple[dict[str, Any], AMFRecord]], result: ApplyResult
-) -> None:
-    """Store a run of puts in one transaction; on a refusal, one by one to find it. The
-    conflicts the run settles are in the same transaction: a crash in between would leave
-    them undecided for good (the records, sent again, are duplicates)."""
-    if not run:
-        return
-    with memory.atomic():
-        try:
-            outcomes = memory.put_many([(r, False) for _e, r in run], dedup=False)
-        except IntegrityError:
-            raise
-        except AmcpError:
-            outcomes = None
-        if outcomes is None:
-            for entry, record in run:
-                try:
-                    one = memory.put(record, dedup=False)
-                except IntegrityError:
-                    raise
-                except AmcpError as exc:
-                    result._refuse(entry["knowledge_id"], exc.message)
-                    continue
-                _count(result, entry, one.created)
-        else:
-            for (entry, _r), outcome in zip(run, outcomes, strict=True):
-                _count(result, entry, outcome.created)
-        for _entry, record in run:
-            pred = record.causal.supersedes if record.causal is not None else None
-            if pred:  # an evicted predecessor's pointer goes stale (docs/replication.md)
-                note_state_change(memory, pred, f"superseded by {record.knowledge_id}")
-        result.resolved += settle(memory, (record for _entry, record in run))
+def _flush(memory: MemoryWriter, run: Run, result: ApplyResult,
+           verifier: Verifier | None) -> None:
+    if run:
+        store_run(memory, run, result, verifier)
 
 
 def _apply_state(
