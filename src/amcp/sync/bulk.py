@@ -85,23 +85,33 @@ class Verifier:
     ``spawn``: the node has threads running, and forking a process with threads is unsafe.
     ``close`` ends the workers; the replicator closes it with the node."""
 
-    def __init__(self, workers: int = 1, *, min_run: int = 2 * CHUNK) -> None:
-        if workers < 1:
-            raise ValueError("a Verifier needs at least one worker")
-        self.workers, self.min_run = workers, min_run
+    def __init__(self, workers: int = 1, *, min_run: int = 2 * CHUNK,
+                 chunk: int = CHUNK) -> None:
+        if workers < 1 or chunk < 1:
+            raise ValueError("a Verifier needs at least one worker and a chunk size")
+        self.workers, self.min_run, self.chunk = workers, min_run, chunk
         self._pool: ProcessPoolExecutor | None = None
         self._closed = False
+
+    @property
+    def started(self) -> bool:
+        """Whether the worker processes are running (they start on first use)."""
+        return self._pool is not None
 
     def wants(self, run_length: int) -> bool:
         return not self._closed and run_length >= self.min_run
 
-    def submit(self, amfs: Sequence[Mapping[str, Any]]) -> Future[list[Finding]]:
-        if self._pool is None:
-            if self._closed:
-                raise RuntimeError("the verifier is closed")
-            self._pool = ProcessPoolExecutor(
-                self.workers, mp_context=multiprocessing.get_context("spawn"))
-        return self._pool.submit(verify_amfs, list(amfs))
+    def submit(self, amfs: Sequence[Mapping[str, Any]]) -> Future[list[Finding]] | None:
+        """The job verifying ``amfs``; None once closed (the caller verifies them)."""
+        try:
+            if self._pool is None:
+                if self._closed:
+                    return None
+                self._pool = ProcessPoolExecutor(
+                    self.workers, mp_context=multiprocessing.get_context("spawn"))
+            return self._pool.submit(verify_amfs, list(amfs))
+        except (RuntimeError, BrokenExecutor):  # closed (or broken) meanwhile
+            return None
 
     def close(self) -> None:
         self._closed = True
@@ -145,7 +155,8 @@ def store_run(memory: MemoryWriter, run: Run, result: ApplyResult,
     run = held_here(memory, run, result)
     if not run:
         return
-    chunks = [run[i:i + CHUNK] for i in range(0, len(run), CHUNK)]
+    size = verifier.chunk if verifier is not None else CHUNK
+    chunks = [run[i:i + size] for i in range(0, len(run), size)]
     jobs: list[Future[list[Finding]] | None] = [None] * len(chunks)
     if verifier is not None and verifier.wants(len(run)):
         # The first chunk is verified here while the worker starts on the second.
