@@ -233,8 +233,9 @@ def throughput(root: Path, hub: Node, built: float, n: int, batch: int,
     """A new, empty edge pulls the hub's ``n`` records (the hub restarted for each run)."""
     hub.start()
     config = root / f"edge-{run}.toml"
-    config.write_text(f"[sync]\nbatch = {batch}\nverify_workers = {workers}\n",
-                      encoding="utf-8")
+    # verify_workers only when asked for: the same script then runs against older trees
+    extra = f"verify_workers = {workers}\n" if workers else ""
+    config.write_text(f"[sync]\nbatch = {batch}\n{extra}", encoding="utf-8")
     edge = Node(root, f"edge-{run}", "--peer", hub.endpoint, "--config", str(config))
     load = _load()
     try:
