@@ -7,7 +7,10 @@
    c to its own store), c is started again; the time until every node reports the same
    per-scope digests. Target: <= 10 s.
 3. throughput: a hub holding N records (hashing embedder) and a new, empty edge started
-   with ``--peer hub``; records/s until the edge holds all of them. Target: >= 5,000/s.
+   with ``--peer hub``; records/s until the edge holds all of them, and the CPU per record
+   each process spent meanwhile. Target: >= 5,000/s.
+4. apply (not in the default parts): the same bootstrap in one process, no network — the
+   hub's pages read, then applied to an empty edge; CPU per record of each side.
 
     .venv/bin/python bench/replication.py [--writes 50] [--records 100000] [--batch 2000]
         [--verify-workers 0,1]  (one throughput run per value; CPU per record of both)
@@ -277,6 +280,54 @@ def throughput(root: Path, hub: Node, built: float, n: int, batch: int,
             "load_start": load, "load_end": _load()}
 
 
+def in_process(root: Path, hub: Node, n: int, batch: int, workers: int) -> dict[str, Any]:
+    """The same bootstrap without the network: the hub's pages read (``pull_changes``) and
+    applied to an empty edge (``apply_changes``) in this process, CPU per record of each
+    side (the verifier's workers included for the edge). Where a sync's CPU goes, without
+    the wire's encoding and the other process's competition for the cores."""
+    from amcp.sync import apply_changes, pull_changes
+
+    pages: list[list[dict[str, Any]]] = []
+    with Memory(hub.store, embedder="hashing") as mem:
+        t = time.process_time()
+        since, more = 0, True
+        while more:
+            page = pull_changes(mem, since, limit=batch, max_bytes=16 * 1024 * 1024)
+            pages.append(list(page.changes))
+            since, more = page.watermark, page.more
+        pull_cpu = time.process_time() - t
+    verifier = None
+    if workers:  # imported only then: the same script runs against trees without it
+        from amcp.sync.bulk import Verifier
+
+        verifier = Verifier(workers)
+    kw = {"verifier": verifier} if verifier is not None else {}
+    edge_dir = root / f"inproc-{workers}"
+    load = _load()
+    applied = 0
+    try:
+        with Memory(edge_dir / "memory.db", embedder="hashing") as edge:
+            t, wall = _own_cpu(), time.perf_counter()
+            for changes in pages:
+                applied += apply_changes(edge, changes, **kw).applied
+            wall = time.perf_counter() - wall
+    finally:
+        if verifier is not None:
+            verifier.close()
+        edge_cpu = _own_cpu() - t  # after close: the workers' CPU is counted once reaped
+        shutil.rmtree(edge_dir, ignore_errors=True)
+    return {"records": n, "batch": batch, "verify_workers": workers, "applied": applied,
+            "hub_pull_cpu_ms_per_record": round(pull_cpu * 1000 / n, 3),
+            "edge_apply_cpu_ms_per_record": round(edge_cpu * 1000 / n, 3),
+            "edge_apply_wall_s": round(wall, 1), "load_start": load, "load_end": _load()}
+
+
+def _own_cpu() -> float:
+    """This process's CPU seconds and its reaped children's (a closed verifier's)."""
+    me = os.times()
+    return me.user + me.system + me.children_user + me.children_system
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--writes", type=int, default=50)
@@ -286,7 +337,8 @@ def main() -> None:
                     help="changes per pull page ([sync] batch of the edge)")
     ap.add_argument("--verify-workers", default="0",
                     help="comma-separated [sync] verify_workers values, one sync each")
-    ap.add_argument("--parts", default="push,heal,throughput")
+    ap.add_argument("--parts", default="push,heal,throughput",
+                    help="push, heal, throughput, apply (the bootstrap in one process)")
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "replication.json")
     args = ap.parse_args()
     parts = set(args.parts.split(","))
@@ -300,8 +352,15 @@ def main() -> None:
         if "heal" in parts:
             result["heal"] = partition_heal(root, args.heal_writes)
             print("heal", result["heal"], flush=True)
-        if "throughput" in parts:
+        hub = built = None
+        if "apply" in parts:
             hub, built = build_hub(root, args.records)
+            result["apply"] = [in_process(root, hub, args.records, args.batch, int(w))
+                               for w in args.verify_workers.split(",")]
+            print("apply", result["apply"], flush=True)
+        if "throughput" in parts:
+            if hub is None or built is None:
+                hub, built = build_hub(root, args.records)
             runs = []
             for run, w in enumerate(args.verify_workers.split(",")):
                 runs.append(throughput(root, hub, built, args.records, args.batch, int(w), run))
