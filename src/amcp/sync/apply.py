@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 from amcp.amf.record import AMFRecord
@@ -38,57 +37,12 @@ from amcp.ports import MemoryWriter
 from amcp.store.base import StoredRecord
 from amcp.sync.bulk import Run, Verifier, store_run
 from amcp.sync.conflicts import resolve
+from amcp.sync.result import ApplyResult
 from amcp.sync.tiers import note_state_change
 
 OPS = frozenset({"put", "invalidate", "supersede", "purge"})
 DEFAULT_MAX_DRIFT_MS = 60_000  # PROFILE §5
 ScopeCheck = Callable[[Sequence[str]], bool]
-
-
-@dataclass(slots=True)
-class ApplyResult:
-    applied: int = 0
-    duplicates: int = 0
-    conflicts: int = 0
-    watermark: int = 0
-    resolved: int = 0  # supersede conflicts decided here
-    malformed: int = 0  # entries refused for their shape or an op not applied here
-    problems: list[str] = field(default_factory=list)
-    done: list[tuple[str, str]] = field(default_factory=list)  # (op, id) that changed the store
-
-    def to_payload(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "applied": self.applied,
-            "duplicates": self.duplicates,
-            "conflicts": self.conflicts,
-            "watermark": self.watermark,
-        }
-        if self.problems:
-            out["problems"] = self.problems[:32]  # a hint, not a log: keep replies small
-        return out
-
-    def add(self, other: ApplyResult) -> None:
-        self.applied += other.applied
-        self.duplicates += other.duplicates
-        self.conflicts += other.conflicts
-        self.resolved += other.resolved
-        self.malformed += other.malformed
-        self.watermark = max(self.watermark, other.watermark)
-        self.problems += other.problems[: max(0, 64 - len(self.problems))]
-        self.done += other.done
-
-    def count(self, entry: Mapping[str, Any], changed: bool) -> None:
-        """An entry applied (it changed the store) or already reflected here."""
-        if changed:
-            self.applied += 1
-            self.done.append((entry["op"], entry["knowledge_id"]))
-        else:
-            self.duplicates += 1
-
-    def _refuse(self, kid: str | None, why: str) -> None:
-        self.conflicts += 1
-        if len(self.problems) < 64:
-            self.problems.append(f"{kid}: {why}" if kid else why)
 
 
 def check_entry(change: Any, index: int) -> dict[str, Any]:
@@ -127,7 +81,7 @@ def apply_changes(
         except ValidationError as exc:
             kid = change.get("knowledge_id") if isinstance(change, Mapping) else None
             result.malformed += 1
-            result._refuse(kid[:80] if isinstance(kid, str) else None, exc.message)
+            result.refuse(kid[:80] if isinstance(kid, str) else None, exc.message)
             continue
         if entry["op"] == "put":
             shaped = _admissible(entry, writable, max_drift_ms, result)
@@ -141,7 +95,7 @@ def apply_changes(
         except IntegrityError:
             raise
         except AmcpError as exc:
-            result._refuse(entry["knowledge_id"], exc.message)
+            result.refuse(entry["knowledge_id"], exc.message)
             continue
         result.count(entry, changed)
     _flush(memory, run, result, verifier)
@@ -157,16 +111,16 @@ def _admissible(
     kid = entry["knowledge_id"]
     amf = entry["amf"]
     if amf.get("knowledge_id") != kid:
-        result._refuse(kid, "the AMF's knowledge_id differs from the change's")
+        result.refuse(kid, "the AMF's knowledge_id differs from the change's")
         return None
     try:
         shaped = AMFRecord.from_dict(amf)
     except AmcpError as exc:
-        result._refuse(kid, exc.message)
+        result.refuse(kid, exc.message)
         return None
     why = _why_not(shaped, writable, max_drift_ms)
     if why is not None:
-        result._refuse(kid, why)
+        result.refuse(kid, why)
         return None
     return shaped
 

@@ -25,17 +25,15 @@ import logging
 import multiprocessing
 from collections.abc import Mapping, Sequence
 from concurrent.futures import BrokenExecutor, Future, ProcessPoolExecutor
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from amcp.amf.ids import check_size, verify_integrity
 from amcp.amf.record import AMFRecord
 from amcp.errors import AmcpError, IntegrityError
 from amcp.ports import MemoryWriter
 from amcp.sync.conflicts import settle
+from amcp.sync.result import ApplyResult
 from amcp.sync.tiers import note_state_change, tiers_of
-
-if TYPE_CHECKING:
-    from amcp.sync.apply import ApplyResult
 
 log = logging.getLogger("amcp.sync")
 CHUNK = 500  # records per verification job and per put_many call inside the run's transaction
@@ -133,7 +131,7 @@ def held_here(memory: MemoryWriter, run: Run, result: ApplyResult) -> Run:
         held = found.get(kid)
         if held is not None:
             if held.record is None:
-                result._refuse(kid, "purged here; a purged id never comes back")
+                result.refuse(kid, "purged here; a purged id never comes back")
                 continue
             if held.record.integrity.checksum == checksum:
                 result.duplicates += 1
@@ -199,7 +197,7 @@ def _drop_refused(chunk: Run, findings: list[Finding], result: ApplyResult) -> R
     for index, kind, message in findings:
         if kind == "integrity":
             raise IntegrityError(message)
-        result._refuse(chunk[index][1].knowledge_id, message)
+        result.refuse(chunk[index][1].knowledge_id, message)
         refused.add(index)
     return [item for i, item in enumerate(chunk) if i not in refused]
 
@@ -226,7 +224,7 @@ def _store_verified(memory: MemoryWriter, chunk: Run, result: ApplyResult) -> No
         except IntegrityError:
             raise
         except AmcpError as exc:
-            result._refuse(entry["knowledge_id"], exc.message)
+            result.refuse(entry["knowledge_id"], exc.message)
             continue
         result.count(entry, one.created)
 
