@@ -7,9 +7,13 @@
    c to its own store), c is started again; the time until every node reports the same
    per-scope digests. Target: <= 10 s.
 3. throughput: a hub holding N records (hashing embedder) and a new, empty edge started
-   with ``--peer hub``; records/s until the edge holds all of them. Target: >= 5,000/s.
+   with ``--peer hub``; records/s until the edge holds all of them, and the CPU per record
+   each process spent meanwhile. Target: >= 5,000/s.
+4. apply (not in the default parts): the same bootstrap in one process, no network — the
+   hub's pages read, then applied to an empty edge; CPU per record of each side.
 
-    .venv/bin/python bench/replication.py [--writes 50] [--records 100000] [--batch 500]
+    .venv/bin/python bench/replication.py [--writes 50] [--records 100000] [--batch 2000]
+        [--verify-workers 0,1]  (one throughput run per value; CPU per record of both)
 
 Writes bench/results/replication.json. The machine is shared: the load average at the start
 and end of each part is in the results.
@@ -21,6 +25,7 @@ import argparse
 import json
 import os
 import platform
+import shutil
 import signal
 import socket
 import statistics
@@ -200,7 +205,22 @@ def partition_heal(root: Path, writes: int) -> dict[str, Any]:
             "target_s": 10, "load_start": load, "load_end": _load()}
 
 
-def throughput(root: Path, n: int, batch: int) -> dict[str, Any]:
+def _cpu_s(pid: int) -> float:
+    """User + system CPU seconds of a process and its live children (a verifier pool)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0.0
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        me, parent = int(stat.parent.name), int(fields[1])
+        if me == pid or parent == pid:
+            total += (int(fields[11]) + int(fields[12])) / tick
+    return total
+
+
+def build_hub(root: Path, n: int) -> tuple[Node, float]:
     hub = Node(root, "hub")
     started = time.perf_counter()
     with Memory(hub.store, embedder="hashing") as mem:
@@ -208,14 +228,25 @@ def throughput(root: Path, n: int, batch: int) -> dict[str, Any]:
             mem.remember_many({"text": f"record {i}: service s{i % 97} listens on port "
                                        f"{1024 + i % 50000}", "scope": f"team:{i % 7}"}
                               for i in range(start, min(n, start + 1000)))
-    built = time.perf_counter() - started
+    return hub, time.perf_counter() - started
+
+
+def throughput(root: Path, hub: Node, built: float, n: int, batch: int,
+               workers: int, run: int) -> dict[str, Any]:
+    """A new, empty edge pulls the hub's ``n`` records (the hub restarted for each run)."""
     hub.start()
-    config = root / "edge.toml"
-    config.write_text(f"[sync]\nbatch = {batch}\n", encoding="utf-8")
-    edge = Node(root, "edge", "--peer", hub.endpoint, "--config", str(config))
+    config = root / f"edge-{run}.toml"
+    # verify_workers only when asked for: the same script then runs against older trees
+    extra = f"verify_workers = {workers}\n" if workers else ""
+    config.write_text(f"[sync]\nbatch = {batch}\n{extra}", encoding="utf-8")
+    edge = Node(root, f"edge-{run}", "--peer", hub.endpoint, "--config", str(config))
     load = _load()
     try:
+        assert hub.proc is not None
+        hub_cpu0 = _cpu_s(hub.proc.pid)
         edge.start()
+        assert edge.proc is not None
+        edge_cpu0 = _cpu_s(edge.proc.pid)  # start-up (imports, store creation) left out
         t0 = time.perf_counter()
         with edge.client() as ce:
             first = None
@@ -229,16 +260,72 @@ def throughput(root: Path, n: int, batch: int) -> dict[str, Any]:
                     raise TimeoutError(f"edge has {have} of {n} after an hour")
                 time.sleep(0.25)
         done = time.perf_counter()
+        edge_cpu = _cpu_s(edge.proc.pid) - edge_cpu0
+        hub_cpu = _cpu_s(hub.proc.pid) - hub_cpu0
     finally:
         edge.stop()
         hub.stop()
+        shutil.rmtree(edge.store.parent, ignore_errors=True)  # 100k records: ~GB of disk
     assert first is not None
     steady = (n - first[1]) / max(done - first[0], 1e-9)
-    return {"records": n, "batch": batch, "hub_build_s": round(built, 1),
+    return {"records": n, "batch": batch, "verify_workers": workers,
+            "hub_build_s": round(built, 1),
             "edge_listening_to_complete_s": round(done - t0, 1),
             "records_per_s_total": round(n / (done - t0)),
             "records_per_s_steady": round(steady), "target_records_per_s": 5000,
+            # CPU while syncing; the edge's includes its verifier workers and the bench's
+            # health polls (4/s, negligible)
+            "edge_cpu_ms_per_record": round(edge_cpu * 1000 / n, 3),
+            "hub_cpu_ms_per_record": round(hub_cpu * 1000 / n, 3),
             "load_start": load, "load_end": _load()}
+
+
+def in_process(root: Path, hub: Node, n: int, batch: int, workers: int) -> dict[str, Any]:
+    """The same bootstrap without the network: the hub's pages read (``pull_changes``) and
+    applied to an empty edge (``apply_changes``) in this process, CPU per record of each
+    side (the verifier's workers included for the edge). Where a sync's CPU goes, without
+    the wire's encoding and the other process's competition for the cores."""
+    from amcp.sync import apply_changes, pull_changes
+
+    pages: list[list[dict[str, Any]]] = []
+    with Memory(hub.store, embedder="hashing") as mem:
+        t = time.process_time()
+        since, more = 0, True
+        while more:
+            page = pull_changes(mem, since, limit=batch, max_bytes=16 * 1024 * 1024)
+            pages.append(list(page.changes))
+            since, more = page.watermark, page.more
+        pull_cpu = time.process_time() - t
+    verifier = None
+    if workers:  # imported only then: the same script runs against trees without it
+        from amcp.sync.bulk import Verifier
+
+        verifier = Verifier(workers)
+    kw = {"verifier": verifier} if verifier is not None else {}
+    edge_dir = root / f"inproc-{workers}"
+    load = _load()
+    applied = 0
+    try:
+        with Memory(edge_dir / "memory.db", embedder="hashing") as edge:
+            t, wall = _own_cpu(), time.perf_counter()
+            for changes in pages:
+                applied += apply_changes(edge, changes, **kw).applied
+            wall = time.perf_counter() - wall
+    finally:
+        if verifier is not None:
+            verifier.close()
+        edge_cpu = _own_cpu() - t  # after close: the workers' CPU is counted once reaped
+        shutil.rmtree(edge_dir, ignore_errors=True)
+    return {"records": n, "batch": batch, "verify_workers": workers, "applied": applied,
+            "hub_pull_cpu_ms_per_record": round(pull_cpu * 1000 / n, 3),
+            "edge_apply_cpu_ms_per_record": round(edge_cpu * 1000 / n, 3),
+            "edge_apply_wall_s": round(wall, 1), "load_start": load, "load_end": _load()}
+
+
+def _own_cpu() -> float:
+    """This process's CPU seconds and its reaped children's (a closed verifier's)."""
+    me = os.times()
+    return me.user + me.system + me.children_user + me.children_system
 
 
 def main() -> None:
@@ -246,8 +333,12 @@ def main() -> None:
     ap.add_argument("--writes", type=int, default=50)
     ap.add_argument("--heal-writes", type=int, default=50)
     ap.add_argument("--records", type=int, default=100_000)
-    ap.add_argument("--batch", type=int, default=500)
-    ap.add_argument("--parts", default="push,heal,throughput")
+    ap.add_argument("--batch", type=int, default=2000,
+                    help="changes per pull page ([sync] batch of the edge)")
+    ap.add_argument("--verify-workers", default="0",
+                    help="comma-separated [sync] verify_workers values, one sync each")
+    ap.add_argument("--parts", default="push,heal,throughput",
+                    help="push, heal, throughput, apply (the bootstrap in one process)")
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "replication.json")
     args = ap.parse_args()
     parts = set(args.parts.split(","))
@@ -261,9 +352,20 @@ def main() -> None:
         if "heal" in parts:
             result["heal"] = partition_heal(root, args.heal_writes)
             print("heal", result["heal"], flush=True)
+        hub = built = None
+        if "apply" in parts:
+            hub, built = build_hub(root, args.records)
+            result["apply"] = [in_process(root, hub, args.records, args.batch, int(w))
+                               for w in args.verify_workers.split(",")]
+            print("apply", result["apply"], flush=True)
         if "throughput" in parts:
-            result["throughput"] = throughput(root, args.records, args.batch)
-            print("throughput", result["throughput"], flush=True)
+            if hub is None or built is None:
+                hub, built = build_hub(root, args.records)
+            runs = []
+            for run, w in enumerate(args.verify_workers.split(",")):
+                runs.append(throughput(root, hub, built, args.records, args.batch, int(w), run))
+                print("throughput", runs[-1], flush=True)
+            result["throughput"] = runs[0] if len(runs) == 1 else runs
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
     print(f"wrote {args.out}")

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -108,3 +110,21 @@ def test_upstream_hlc_string_parses() -> None:
     for bad in ("2026-03-10T14:35:00Z-0001-n", "2026-03-10T14:35:00.123Z-00001-n", "x"):
         with pytest.raises(ValidationError):
             Timestamp.parse(bad)
+
+
+def test_hlc_string_of_the_right_shape_but_no_date_is_a_validation_error() -> None:
+    # Such a string reaches apply from a peer (the drift check): a ValueError there would
+    # not be counted as one refused record but end the batch.
+    for bad in ("2026-13-10T14:35:00.123Z-0001-n", "2026-02-30T14:35:00.123Z-0001-n",
+                "0000-01-01T00:00:00.000Z-0001-n", "2026-01-01T24:00:00.000Z-0001-n"):
+        with pytest.raises(ValidationError):
+            Timestamp.parse(bad)
+
+
+@given(st.integers(min_value=0, max_value=253_402_300_799_999))
+def test_parse_agrees_with_strptime(ms: int) -> None:
+    text = str(Timestamp(ms, 7, "n"))
+    dt = datetime.strptime(text[:23], "%Y-%m-%dT%H:%M:%S.%f").replace(tzinfo=UTC)
+    delta = dt - datetime(1970, 1, 1, tzinfo=UTC)
+    expected = (delta.days * 86_400 + delta.seconds) * 1000 + delta.microseconds // 1000
+    assert Timestamp.parse(text).physical_ms == expected == ms

@@ -312,7 +312,8 @@ class PeerLink:
         try:
             result = await self._write(apply_changes, memory, changes,
                                        writable=self.spec.accepts,
-                                       max_drift_ms=memory.clock.max_drift_ms)
+                                       max_drift_ms=memory.clock.max_drift_ms,
+                                       verifier=self.replica.verifier)
         except IntegrityError as exc:
             self.replica.bad_peer(self.key or self.spec.endpoint, who, exc.message)
             self.status.counters.add(refused=1, violations=1)

@@ -133,6 +133,7 @@ class Replicator:
             self._tasks.clear()
             await asyncio.gather(*(link.close() for link in self.links.values()),
                                  return_exceptions=True)
+            await asyncio.to_thread(self.replica.close)  # waits for its worker processes
 
     # ------------------------------------------------------------------ rounds
 

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 from amcp.amf.record import AMFRecord
@@ -36,50 +35,14 @@ from amcp.clock import Timestamp
 from amcp.errors import AmcpError, IntegrityError, ValidationError
 from amcp.ports import MemoryWriter
 from amcp.store.base import StoredRecord
-from amcp.sync.conflicts import resolve, settle
-from amcp.sync.tiers import fresh_pointer, is_evicted, note_state_change, purge_absent
+from amcp.sync.bulk import Run, Verifier, store_run
+from amcp.sync.conflicts import resolve
+from amcp.sync.result import ApplyResult
+from amcp.sync.tiers import is_evicted, note_state_change, purge_absent
 
 OPS = frozenset({"put", "invalidate", "supersede", "purge"})
 DEFAULT_MAX_DRIFT_MS = 60_000  # PROFILE §5
 ScopeCheck = Callable[[Sequence[str]], bool]
-
-
-@dataclass(slots=True)
-class ApplyResult:
-    applied: int = 0
-    duplicates: int = 0
-    conflicts: int = 0
-    watermark: int = 0
-    resolved: int = 0  # supersede conflicts decided here
-    malformed: int = 0  # entries refused for their shape or an op not applied here
-    problems: list[str] = field(default_factory=list)
-    done: list[tuple[str, str]] = field(default_factory=list)  # (op, id) that changed the store
-
-    def to_payload(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "applied": self.applied,
-            "duplicates": self.duplicates,
-            "conflicts": self.conflicts,
-            "watermark": self.watermark,
-        }
-        if self.problems:
-            out["problems"] = self.problems[:32]  # a hint, not a log: keep replies small
-        return out
-
-    def add(self, other: ApplyResult) -> None:
-        self.applied += other.applied
-        self.duplicates += other.duplicates
-        self.conflicts += other.conflicts
-        self.resolved += other.resolved
-        self.malformed += other.malformed
-        self.watermark = max(self.watermark, other.watermark)
-        self.problems += other.problems[: max(0, 64 - len(self.problems))]
-        self.done += other.done
-
-    def _refuse(self, kid: str | None, why: str) -> None:
-        self.conflicts += 1
-        if len(self.problems) < 64:
-            self.problems.append(f"{kid}: {why}" if kid else why)
 
 
 def check_entry(change: Any, index: int) -> dict[str, Any]:
@@ -103,10 +66,12 @@ def apply_changes(
     *,
     writable: ScopeCheck | None = None,
     max_drift_ms: int = DEFAULT_MAX_DRIFT_MS,
+    verifier: Verifier | None = None,
 ) -> ApplyResult:
-    """Apply SYNC_PUSH / pulled entries in order. See the module docstring for the rules."""
+    """Apply SYNC_PUSH / pulled entries in order. See the module docstring for the rules;
+    ``verifier`` verifies a long run of puts in a worker process (``amcp.sync.bulk``)."""
     result = ApplyResult()
-    run: list[tuple[dict[str, Any], AMFRecord]] = []
+    run: Run = []
     for index, change in enumerate(changes):
         hlc = change.get("hlc") if isinstance(change, Mapping) else None
         if isinstance(hlc, int) and not isinstance(hlc, bool) and hlc > result.watermark:
@@ -116,68 +81,47 @@ def apply_changes(
         except ValidationError as exc:
             kid = change.get("knowledge_id") if isinstance(change, Mapping) else None
             result.malformed += 1
-            result._refuse(kid[:80] if isinstance(kid, str) else None, exc.message)
+            result.refuse(kid[:80] if isinstance(kid, str) else None, exc.message)
             continue
         if entry["op"] == "put":
-            shaped = _admissible(memory, entry, writable, max_drift_ms, result)
+            shaped = _admissible(entry, writable, max_drift_ms, result)
             if shaped is not None:
                 run.append((entry, shaped))
             continue
-        _flush(memory, run, result)
+        _flush(memory, run, result, verifier)
         run = []
         try:
             changed = _apply_state(memory, entry, writable, result)
         except IntegrityError:
             raise
         except AmcpError as exc:
-            result._refuse(entry["knowledge_id"], exc.message)
+            result.refuse(entry["knowledge_id"], exc.message)
             continue
-        _count(result, entry, changed)
-    _flush(memory, run, result)
+        result.count(entry, changed)
+    _flush(memory, run, result, verifier)
     return result
 
 
-def _count(result: ApplyResult, entry: Mapping[str, Any], changed: bool) -> None:
-    if changed:
-        result.applied += 1
-        result.done.append((entry["op"], entry["knowledge_id"]))
-    else:
-        result.duplicates += 1
-
-
 def _admissible(
-    memory: MemoryWriter, entry: Mapping[str, Any], writable: ScopeCheck | None,
-    max_drift_ms: int, result: ApplyResult,
+    entry: Mapping[str, Any], writable: ScopeCheck | None, max_drift_ms: int,
+    result: ApplyResult,
 ) -> AMFRecord | None:
-    """The shaped record of a put worth storing, or None (counted as duplicate / refused).
-    Shape errors are refusals of this entry; integrity errors propagate (a violation)."""
+    """The shaped record of a put worth storing, or None (refused and counted). Whether it
+    is held here already is asked for the whole run at once (``bulk.held_here``)."""
     kid = entry["knowledge_id"]
     amf = entry["amf"]
     if amf.get("knowledge_id") != kid:
-        result._refuse(kid, "the AMF's knowledge_id differs from the change's")
+        result.refuse(kid, "the AMF's knowledge_id differs from the change's")
         return None
     try:
         shaped = AMFRecord.from_dict(amf)
     except AmcpError as exc:
-        result._refuse(kid, exc.message)
+        result.refuse(kid, exc.message)
         return None
     why = _why_not(shaped, writable, max_drift_ms)
     if why is not None:
-        result._refuse(kid, why)
+        result.refuse(kid, why)
         return None
-    found = memory.store.get(kid)
-    if found is None:
-        pointer = fresh_pointer(memory, kid)  # evicted here: a copy is no news
-        if pointer is not None and pointer.checksum == shaped.integrity.checksum:
-            result.duplicates += 1
-            return None
-    if found is not None:
-        if found.record is None:
-            result._refuse(kid, "purged here; a purged id never comes back")
-            return None
-        if found.record.integrity.checksum == shaped.integrity.checksum:
-            result.duplicates += 1
-            return None
     return shaped
 
 
@@ -198,39 +142,10 @@ def _why_not(record: AMFRecord, writable: ScopeCheck | None, max_drift_ms: int) 
     return None
 
 
-def _flush(
-    memory: MemoryWriter, run: list[tuple[dict[str, Any], AMFRecord]], result: ApplyResult
-) -> None:
-    """Store a run of puts in one transaction; on a refusal, one by one to find it. The
-    conflicts the run settles are in the same transaction: a crash in between would leave
-    them undecided for good (the records, sent again, are duplicates)."""
-    if not run:
-        return
-    with memory.atomic():
-        try:
-            outcomes = memory.put_many([(r, False) for _e, r in run], dedup=False)
-        except IntegrityError:
-            raise
-        except AmcpError:
-            outcomes = None
-        if outcomes is None:
-            for entry, record in run:
-                try:
-                    one = memory.put(record, dedup=False)
-                except IntegrityError:
-                    raise
-                except AmcpError as exc:
-                    result._refuse(entry["knowledge_id"], exc.message)
-                    continue
-                _count(result, entry, one.created)
-        else:
-            for (entry, _r), outcome in zip(run, outcomes, strict=True):
-                _count(result, entry, outcome.created)
-        for _entry, record in run:
-            pred = record.causal.supersedes if record.causal is not None else None
-            if pred:  # an evicted predecessor's pointer goes stale (docs/replication.md)
-                note_state_change(memory, pred, f"superseded by {record.knowledge_id}")
-        result.resolved += settle(memory, (record for _entry, record in run))
+def _flush(memory: MemoryWriter, run: Run, result: ApplyResult,
+           verifier: Verifier | None) -> None:
+    if run:
+        store_run(memory, run, result, verifier)
 
 
 def _apply_state(

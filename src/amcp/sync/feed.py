@@ -34,7 +34,7 @@ from amcp.amf.record import AMFRecord
 from amcp.amf.types import Locality
 from amcp.errors import ValidationError
 from amcp.ports import MemoryWriter
-from amcp.store.base import Change, ChangeOp
+from amcp.store.base import Change, ChangeOp, StoredRecord
 from amcp.sync.apply import ApplyResult, apply_changes  # applying moved there; still importable
 
 __all__ = ["ApplyResult", "PullBatch", "apply_changes", "pull_changes", "stays_here"]
@@ -45,6 +45,12 @@ MAX_LIMIT = 5000
 _ENVELOPE = 1024
 
 ScopeCheck = Callable[[Sequence[str]], bool]
+# Not replicated. A hold or a release is this node's firewall's decision about a record; a
+# peer that receives the record screens it with its own firewall and writer keys. A weight
+# is this node's learning (module docstring). An eviction is this node's cache decision
+# (docs/replication.md, "Tiers").
+_LOCAL_OPS = frozenset({ChangeOp.ARCHIVE, ChangeOp.HOLD, ChangeOp.CONFIRM, ChangeOp.WEIGHT,
+                        ChangeOp.EVICT})
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,9 +93,14 @@ def pull_changes(
     size = 0
     watermark = since
     wanted = set(scopes) if scopes else None
-    for change in rows:
-        entry = None if skip is not None and skip(change) else _entry(
-            memory, change, readable, wanted)
+    sent = [skip is None or not skip(c) for c in rows]
+    # The page's records in one read (one statement per 500 ids, not one per change).
+    held = {s.knowledge_id: s for s in memory.store.get_many(
+        [c.knowledge_id for c, go in zip(rows, sent, strict=True)
+         if go and c.op not in _LOCAL_OPS and c.op is not ChangeOp.PURGE])}
+    for change, go in zip(rows, sent, strict=True):
+        entry = None if not go else _entry(
+            held.get(change.knowledge_id), change, readable, wanted)
         if entry is not None:
             cost = len(canonical_packb(entry))
             if budget is not None and out and size + cost > budget:
@@ -102,19 +113,15 @@ def pull_changes(
 
 
 def _entry(
-    memory: MemoryWriter, change: Change, readable: ScopeCheck | None, wanted: set[str] | None
+    found: StoredRecord | None, change: Change, readable: ScopeCheck | None,
+    wanted: set[str] | None,
 ) -> dict[str, Any] | None:
+    """The feed entry of ``change`` (``found``: its record as stored now), or None."""
     op, kid, hlc, details = change.op, change.knowledge_id, change.hlc, change.details
     if op is ChangeOp.PURGE:
         return {"op": "purge", "knowledge_id": kid, "hlc": hlc}
-    if op in (ChangeOp.ARCHIVE, ChangeOp.HOLD, ChangeOp.CONFIRM, ChangeOp.WEIGHT,
-              ChangeOp.EVICT):
-        # A hold or a release is this node's firewall's decision about a record; a peer
-        # that receives the record screens it with its own firewall and writer keys. A
-        # weight is this node's learning (module docstring). An eviction is this node's
-        # cache decision (docs/replication.md, "Tiers").
+    if op in _LOCAL_OPS:
         return None
-    found = memory.store.get(kid)
     if found is None or found.record is None or found.state.sensitive:
         return None
     if stays_here(found.record):

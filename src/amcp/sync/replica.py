@@ -5,7 +5,8 @@
 - where each recently applied change came from (``Source``), so that forwarding gives it the
   right ``origin`` and ``hops`` and never sends it back to the peer it came from;
 - a token bucket per pushing peer (a flood is answered 429);
-- the loop rule: a change whose origin is this node, or past the hop limit, is 508.
+- the loop rule: a change whose origin is this node, or past the hop limit, is 508;
+- the verifier that checks a large pulled page in worker processes (``verify_workers``).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from amcp.sync.bulk import Verifier
 from amcp.sync.members import Membership
 from amcp.sync.peers import SyncConfig
 from amcp.sync.status import StatusBoard
@@ -52,6 +54,13 @@ class Replica:
         self._sources: dict[tuple[str, str], Source] = {}
         self._buckets: dict[str, _Bucket] = {}
         self._lock = threading.Lock()
+        # Started on the first large page (amcp.sync.bulk); closed with the replicator.
+        self.verifier = Verifier(config.verify_workers) if config.verify_workers else None
+
+    def close(self) -> None:
+        """End what the replica started (the verifier's worker processes)."""
+        if self.verifier is not None:
+            self.verifier.close()
 
     # ------------------------------------------------------------------ sources
 

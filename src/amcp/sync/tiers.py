@@ -337,6 +337,6 @@ def usage_view(memory: MemoryWriter, config: TierConfig | None) -> dict[str, Any
     return out
 
 
-__all__ = ["Candidate", "digest_pointers", "evict_held", "fresh_pointer",
-           "held_copies", "is_evicted", "matching_pointers", "note_state_change", "plan", "pointer_view",
+__all__ = ["Candidate", "digest_pointers", "evict_held", "fresh_pointer", "held_copies",
+           "is_evicted", "matching_pointers", "note_state_change", "plan", "pointer_view",
            "purge_absent", "restore", "stays", "tiers_of", "usage_view"]
