@@ -208,3 +208,26 @@ def test_weights_equal_the_decay_views(brain_mem: Memory, tmp_path: Path) -> Non
         assert weights[item.knowledge_id]["weight"] == want
         checked += 1
     assert checked >= 3
+
+
+def test_summaries_give_the_entries_whole_records_give(brain_mem: Memory,
+                                                       tmp_path: Path) -> None:
+    """The cold compile reads verified summaries (``Store.summaries``); each entry must be
+    the one the full verified read (``Memory.list_records``, redacted) gives, and the
+    sensitive record comes redacted through that read."""
+    from amcp.brain.entries import entry_of, iter_entries
+
+    brain_mem.remember("a signal-free pitfall", scope="project:amcp", type="KT-PITFALL",
+                       created_at="2026-11-05T00:00:00Z")
+    every = RecordFilter(lifecycles=None, include_expired=True)
+    want = {item.knowledge_id: entry_of(item, NOW) for item in
+            brain_mem.list_records(every, limit=100)}
+    got = {e.knowledge_id: e for e in iter_entries(brain_mem, NOW)}
+    assert got == {k: e for k, e in want.items() if e is not None}
+    assert len(got) == 8
+    secret = [e for e in got.values() if e.sensitive]
+    assert len(secret) == 1 and "hunter2" not in secret[0].text + secret[0].title
+    compile_brain(brain_mem, tmp_path / "cold", now=NOW)
+    compile_brain(brain_mem, tmp_path / "cold", now=NOW)  # warm: from the cache
+    compile_brain(brain_mem, tmp_path / "again", now=NOW)
+    assert files_of(tmp_path / "cold") == files_of(tmp_path / "again")

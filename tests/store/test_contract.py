@@ -10,8 +10,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from tests.store.records import rec
 
+from amcp.amf.summary import RecordSummary
 from amcp.amf.types import Lifecycle
-from amcp.errors import ConflictError, GoneError, NotFoundError
+from amcp.errors import ConflictError, GoneError, NotFoundError, ValidationError
 from amcp.store.base import (
     AccessLog,
     ChangeOp,
@@ -258,6 +259,54 @@ def test_state_survives_reopen(open_store: Open) -> None:
     s2 = open_store()
     got = s2.get(r.knowledge_id)
     assert got is not None and got.record == r and s2.verify(full=True).ok
+
+
+def test_summaries_are_query_as_verified_summaries(open_store: Open) -> None:
+    """``summaries``: query's rows, order and pages, each summary equal to what the full
+    verified read gives; none for a sensitive record or a tombstone; body filters refused."""
+    s = open_store()
+    plain_ = [rec(f"summary {i}", tags=["t"] if i % 2 else None,
+                  kind="preference" if i % 3 else "fact") for i in range(5)]
+    for i, r in enumerate(plain_):
+        s.put(r, hlc=i + 1, index_text=r.text)
+    secret, gone = rec("a secret"), rec("purged later")
+    s.put(secret, hlc=10, sensitive=True)
+    s.put(gone, hlc=11)
+    s.purge(gone.knowledge_id, hlc=12)
+    s.set_state(plain_[0].knowledge_id, ChangeOp.INVALIDATE, hlc=13,
+                lifecycle=Lifecycle.INVALIDATED, reason="wrong")
+    every = RecordFilter(lifecycles=None, include_expired=True)
+
+    def check(store: Store) -> None:
+        rows = store.summaries(every, limit=100)
+        assert [r.knowledge_id for r in rows] == [
+            r.knowledge_id for r in store.query(every, limit=100)]
+        by_id = {r.knowledge_id: r for r in rows}
+        assert by_id[secret.knowledge_id].summary is None  # encrypted: read it with get
+        assert by_id[gone.knowledge_id].summary is None
+        assert by_id[gone.knowledge_id].state.lifecycle is Lifecycle.PURGED
+        for r in plain_:
+            got = store.get(r.knowledge_id)
+            assert got is not None and got.record is not None
+            assert by_id[r.knowledge_id].summary == RecordSummary.of_record(got.record)
+            assert by_id[r.knowledge_id].state == got.state
+        assert by_id[plain_[1].knowledge_id].summary.text == "summary 1"  # type: ignore[union-attr]
+        # Paging with ``after`` visits each row once, in the same order.
+        seen, after = [], None
+        while page := store.summaries(every, limit=2, after=after):
+            seen += [r.knowledge_id for r in page]
+            after = page[-1].knowledge_id
+        assert seen == [r.knowledge_id for r in rows]
+        active = store.summaries(RecordFilter(), limit=100)
+        assert plain_[0].knowledge_id not in {r.knowledge_id for r in active}
+
+    check(s)  # summaries of records this store has just written (and decoded)
+    s.close()
+    s = open_store()
+    check(s)  # reopened: every body decoded and re-hashed afresh
+    with pytest.raises(ValidationError):
+        s.summaries(RecordFilter(tags=("t",)))
+    assert s.count(RecordFilter(lifecycles=None)) == 7 and s.verify(full=True).ok
 
 
 @settings(

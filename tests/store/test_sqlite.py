@@ -11,6 +11,7 @@ from tests.store.records import rec
 
 from amcp.errors import StoreError, StoreIntegrityError
 from amcp.keyring import Keyring
+from amcp.store.base import RecordFilter
 from amcp.store.schema import BACKFILLS, MIGRATIONS, SCHEMA_VERSION, split_sql
 from amcp.store.sqlite import SQLiteStore
 
@@ -94,6 +95,20 @@ def test_edited_record_body_is_refused_on_read(tmp_path: Path) -> None:
     report = s.verify(full=True)
     assert report.ok  # the log is intact: damage to one record is not damage to the store
     assert [kid for kid, _why in report.damaged] == [ids[1]]
+    s.close()
+
+
+def test_edited_record_body_is_left_out_of_summaries(tmp_path: Path) -> None:
+    ids = _store_with_three(tmp_path)
+    db = raw(tmp_path)
+    body = db.execute("SELECT body FROM records WHERE knowledge_id=?", (ids[1],)).fetchone()[0]
+    db.execute("UPDATE records SET body=? WHERE knowledge_id=?",
+               (body.replace(b"record 1", b"record 9"), ids[1]))
+    db.close()
+    s = open_at(tmp_path)
+    got = s.summaries(RecordFilter(), limit=2)
+    assert [r.knowledge_id for r in got] == [ids[0], ids[2]]  # the page is not cut short
+    assert ids[1] in s.quarantined()
     s.close()
 
 

@@ -130,24 +130,9 @@ def verify_integrity(record: AMFRecord, *, signature: bool = True) -> None:
     ``signature=False`` skips the Ed25519 check (the slow part) for records already verified
     on the way in.
     """
-    # One walk of the record: id, checksum and envelope hashed from its plain parts.
-    whole = plain(_enveloped(record.to_dict()))
-    core, meta = whole["core"], whole["meta"]
-    expected_id = _id_of(core, meta["created_at"], meta["created_by"])
-    if expected_id != record.knowledge_id:
-        raise IntegrityError(f"knowledge_id does not match content (expected {expected_id})")
-    expected_sum = _checksum_of(core, meta)
-    if expected_sum != record.integrity.checksum:
-        raise IntegrityError(f"integrity.checksum does not match content of {record.knowledge_id}")
-    signed = expected_sum
-    if record.integrity.envelope is not None:
-        signed = _envelope_of(whole)
-        if signed != record.integrity.envelope:
-            raise IntegrityError(
-                f"integrity.envelope does not match the record {record.knowledge_id} "
-                "(its text, tags, links or extensions were changed)"
-            )
-    sig, pub = record.integrity.signature, record.integrity.public_key
+    integ = record.integrity
+    signed = _check_hashes(record.to_dict(), record.knowledge_id, integ.checksum, integ.envelope)
+    sig, pub = integ.signature, integ.public_key
     if sig is None or not signature:
         return
     if pub is None or not sig.startswith("ed25519:"):
@@ -163,6 +148,50 @@ def verify_integrity(record: AMFRecord, *, signature: bool = True) -> None:
         )
     except (InvalidSignature, ValueError) as exc:
         raise IntegrityError(f"{record.knowledge_id}: signature does not verify") from exc
+
+
+def _check_hashes(
+    record: dict[str, Any], knowledge_id: str, checksum: str | None, envelope: str | None
+) -> str:
+    """Recompute id, checksum and (when ``envelope`` is given) envelope of the record dict
+    and compare them with the values given; the digest a signature covers."""
+    # One walk of the record: id, checksum and envelope hashed from its plain parts.
+    whole = plain(_enveloped(record))
+    core, meta = whole["core"], whole["meta"]
+    expected_id = _id_of(core, meta["created_at"], meta["created_by"])
+    if expected_id != knowledge_id:
+        raise IntegrityError(f"knowledge_id does not match content (expected {expected_id})")
+    expected_sum = _checksum_of(core, meta)
+    if expected_sum != checksum:
+        raise IntegrityError(f"integrity.checksum does not match content of {knowledge_id}")
+    if envelope is None:
+        return expected_sum
+    signed = _envelope_of(whole)
+    if signed != envelope:
+        raise IntegrityError(
+            f"integrity.envelope does not match the record {knowledge_id} "
+            "(its text, tags, links or extensions were changed)"
+        )
+    return signed
+
+
+def verify_document(
+    doc: dict[str, Any], knowledge_id: str, checksum: str | None, envelope: str | None
+) -> None:
+    """``verify_integrity`` (without the signature) for a record still in its decoded
+    mapping form, as a reader that parses only part of it holds it
+    (``amf.summary.open_summary``): the id, checksum and envelope the document states must
+    be the given ones (a store row's), and recomputing them from the document must give
+    them too. Hashing the mapping rather than the parsed record covers exactly what such
+    a reader reads. The document's shape is the caller's to have checked (``core`` and
+    ``meta`` mappings, ``meta.created_at`` / ``created_by`` strings)."""
+    integ = doc.get("integrity")
+    stated = (doc.get("knowledge_id"), *(
+        (integ.get("checksum"), integ.get("envelope")) if isinstance(integ, dict) else (None,) * 2
+    ))
+    if stated != (knowledge_id, checksum, envelope):
+        raise IntegrityError(f"stored record {knowledge_id} does not match its row")
+    _check_hashes(doc, knowledge_id, checksum, envelope)
 
 
 def seal(record: AMFRecord, key: Ed25519PrivateKey | None = None) -> AMFRecord:

@@ -327,8 +327,11 @@ def load_cache(directory: Path) -> dict[str, Static]:
     import msgpack
 
     try:
-        rows = msgpack.unpackb((directory / CACHE_FILE).read_bytes(), raw=False)
-        return {row[0]: Static.from_list(row[1:]) for row in rows}
+        # Arrays as tuples: a row of strings and numbers is then no work for the cyclic
+        # GC (CPython stops tracking such tuples), which a list of 100k lists was.
+        rows = msgpack.unpackb((directory / CACHE_FILE).read_bytes(), raw=False,
+                               use_list=False)
+        return {row[0]: Static.from_row(row[1:]) for row in rows}
     except (OSError, ValueError, TypeError, IndexError, msgpack.UnpackException):
         return {}
 
@@ -341,7 +344,7 @@ def save_cache(directory: Path, cache: dict[str, Static], live: set[str], *,
 
     if not changed and not set(cache) - live:
         return
-    rows = [[kid, *cache[kid].to_list()] for kid in sorted(live & set(cache))]
+    rows = [(kid, *cache[kid].to_row()) for kid in sorted(live & set(cache))]
     write_atomic(directory / CACHE_FILE, msgpack.packb(rows, use_bin_type=True))
 
 

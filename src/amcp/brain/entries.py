@@ -16,12 +16,14 @@ disagree about which region a memory is in or what weight it carries.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any
 
 from amcp.amf.record import AMFRecord, DecayModel
+from amcp.amf.summary import RecordSummary
 from amcp.amf.timefmt import normalise_timestamp, parse_ts
 from amcp.amf.types import DecayType, Lifecycle
 from amcp.evolution.decay import DAY, decay_model_of, event_fired, time_factor, trust
@@ -67,15 +69,19 @@ class Static:
     fired: bool
     created_ts: float  # created_at as epoch seconds (parsed once, for decay and ordering)
 
-    def to_list(self) -> list[Any]:
-        return [getattr(self, name) for name in self.__slots__]
+    def to_row(self) -> tuple[Any, ...]:
+        """The fields in slot order (what the compile cache stores)."""
+        return _STATIC_FIELDS(self)
 
     @classmethod
-    def from_list(cls, row: list[Any]) -> Static:
-        # Positional (the slot order of to_list): ~3x cheaper than keywords at 100k rows.
-        row[6] = tuple(row[6])  # scopes
-        row[7] = tuple(row[7])  # tags
+    def from_row(cls, row: Sequence[Any]) -> Static:
+        """From ``to_row``'s tuple as decoded (arrays as tuples, so ``scopes`` and ``tags``
+        arrive as the tuples they were). Positional: ~3x cheaper than keywords."""
         return cls(*row)
+
+
+# One C call for every field (a getattr per slot was most of saving a 100k-record cache).
+_STATIC_FIELDS = attrgetter(*Static.__slots__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,6 +118,7 @@ class Entry:
         return self.created_at[:10]
 
 
+@lru_cache(maxsize=4096)  # a pure function of few distinct values (scopes, kinds)
 def safe_name(text: str, default: str = "global") -> str:
     """A file-name-safe, case-preserving form of ``text`` (``*`` → ``global``)."""
     if text == "*":
@@ -129,7 +136,7 @@ def one_line(text: str, limit: int) -> str:
     return flat if len(flat) <= limit else flat[: limit - 1].rstrip() + "…"
 
 
-def static_of(record: AMFRecord) -> Static:
+def static_of(record: AMFRecord | RecordSummary) -> Static:
     model = decay_model_of(record)
     scopes = tuple(record.meta.project_scope)
     text = record.text
@@ -199,47 +206,70 @@ def entry_of(item: StoredRecord, now: float) -> Entry | None:
 def iter_entries(mem: Memory, now: float, cache: dict[str, Static] | None = None
                  ) -> Iterator[Entry]:
     """Every unpurged record of the store as an entry (sensitive records come redacted, as
-    every read without ``reveal`` does), in store order.
+    every read without ``reveal`` does), in no particular order (callers sort).
 
     The states come from one body-less read; bodies are read (and verified by the store)
     only for records ``cache`` does not hold yet, and what they give is added to it. Why a
-    cache: decoding and verifying a body is ~90 µs, most of a 100k-record compile, and a
-    record's content never changes under its id."""
+    cache: reading a body means decoding and re-hashing it, most of a cold 100k-record
+    compile, and a record's content never changes under its id."""
     cache = {} if cache is None else cache
     if not cache:  # cold: one walk in store order gives the states and the bodies at once
         yield from _read_all(mem, cache, now)
         return
-    rows = [r for r in mem.store.states(ALL_RECORDS, limit=-1)
-            if r.state.lifecycle is not Lifecycle.PURGED]
-    missing = [r.knowledge_id for r in rows if r.knowledge_id not in cache]
-    if len(missing) > len(rows) // 4:  # mostly cold: a walk beats id lookups
+    # One pass: entries for what the cache holds, the rest kept (id, state) to read after.
+    entries: list[Entry] = []
+    missing: list[tuple[str, RecordState]] = []
+    for row in mem.store.states(ALL_RECORDS, limit=-1):
+        if row.state.lifecycle is Lifecycle.PURGED:
+            continue
+        static = cache.get(row.knowledge_id)
+        if static is None:
+            missing.append((row.knowledge_id, row.state))
+        else:
+            entries.append(entry_from(row.knowledge_id, static, row.state, now))
+    if len(missing) > (len(entries) + len(missing)) // 4:  # mostly cold: a walk beats lookups
         yield from _read_all(mem, cache, now)
         return
-    for start in range(0, len(missing), PAGE):
-        ids = tuple(missing[start:start + PAGE])
-        flt = RecordFilter(ids=ids, lifecycles=None, include_expired=True)
-        for item in mem.list_records(flt, limit=len(ids)):
-            if item.record is not None:
-                cache[item.knowledge_id] = static_of(item.record)
-    for row in rows:
-        static = cache.get(row.knowledge_id)
-        if static is not None:
-            yield entry_from(row.knowledge_id, static, row.state, now)
+    _fill(mem, [kid for kid, _ in missing], cache)
+    entries += [entry_from(kid, cache[kid], state, now) for kid, state in missing
+                if kid in cache]
+    yield from entries
 
 
 def _read_all(mem: Memory, cache: dict[str, Static], now: float) -> Iterator[Entry]:
-    """Every unpurged record read page by page (each row's seal checked once), added to
-    ``cache``, and its entry."""
+    """Every unpurged record read page by page as a verified summary (``Store.summaries``:
+    each row's seal checked and body re-hashed, only what a ``Static`` takes parsed), added
+    to ``cache``, and its entry. Sensitive records have no summary: they are read through
+    ``Memory`` (which redacts them, as every read without ``reveal`` does) at the end."""
     after: str | None = None
-    while page := mem.list_records(ALL_RECORDS, limit=PAGE, after=after):
-        for item in page:
-            after = item.knowledge_id
-            if item.record is None or item.state.lifecycle is Lifecycle.PURGED:
+    sensitive: list[tuple[str, RecordState]] = []
+    while page := mem.store.summaries(ALL_RECORDS, limit=PAGE, after=after):
+        after = page[-1].knowledge_id
+        for row in page:
+            if row.state.lifecycle is Lifecycle.PURGED:
                 continue
-            static = cache.get(item.knowledge_id)
+            static = cache.get(row.knowledge_id)
             if static is None:
-                static = cache[item.knowledge_id] = static_of(item.record)
-            yield entry_from(item.knowledge_id, static, item.state, now)
+                if row.summary is None:
+                    sensitive.append((row.knowledge_id, row.state))
+                    continue
+                static = cache[row.knowledge_id] = static_of(row.summary)
+            yield entry_from(row.knowledge_id, static, row.state, now)
+    _fill(mem, [kid for kid, _ in sensitive], cache)
+    for kid, state in sensitive:
+        if (static := cache.get(kid)) is not None:
+            yield entry_from(kid, static, state, now)
+
+
+def _fill(mem: Memory, ids: list[str], cache: dict[str, Static]) -> None:
+    """Add the records ``ids`` to ``cache``, read through ``Memory.list_records`` (verified,
+    and redacted when sensitive)."""
+    for start in range(0, len(ids), PAGE):
+        chunk = tuple(ids[start:start + PAGE])
+        flt = RecordFilter(ids=chunk, lifecycles=None, include_expired=True)
+        for item in mem.list_records(flt, limit=len(chunk)):
+            if item.record is not None:
+                cache[item.knowledge_id] = static_of(item.record)
 
 
 def sort_key(entry: Entry) -> tuple[int, float, float, str]:

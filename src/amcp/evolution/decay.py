@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from amcp.amf.record import AMFRecord, DecayModel
+from amcp.amf.summary import RecordSummary
 from amcp.amf.timefmt import parse_ts
 from amcp.amf.types import CONFIDENCE_FLOOR, DEFAULT_DECAY, DecayType, KnowledgeType, Lifecycle
 from amcp.evolution.signals import TERMINAL, signal_status
@@ -68,7 +69,7 @@ class DecayView:
     status: DecayStatus
 
 
-def decay_model_of(record: AMFRecord) -> DecayModel:
+def decay_model_of(record: AMFRecord | RecordSummary) -> DecayModel:
     """The record's own model, or the upstream default for its type."""
     own = record.meta.decay_model
     default_type, default_hl = DEFAULT_DECAY[record.type]
@@ -103,7 +104,7 @@ def trust(confidence: float, weight: float) -> float:
     return _clamp(c * 2.0 * w)
 
 
-def event_fired(record: AMFRecord) -> bool:
+def event_fired(record: AMFRecord | RecordSummary) -> bool:
     """Has the record's triggering event happened? Only KT-SIGNAL knows without a lookup."""
     if record.type is not KnowledgeType.SIGNAL:
         return False

@@ -39,6 +39,7 @@ from enum import StrEnum
 from typing import TYPE_CHECKING
 
 from amcp.amf.record import AMFRecord
+from amcp.amf.summary import RecordSummary
 from amcp.amf.types import KnowledgeType, Lifecycle
 from amcp.errors import GoneError, NotFoundError, ValidationError
 from amcp.evolution.decay import effective_confidence
@@ -92,7 +93,7 @@ class WeightUpdate:
     kind: str = "facts"
 
 
-def amp_kind(record: AMFRecord) -> str:
+def amp_kind(record: AMFRecord | RecordSummary) -> str:
     """The AMP kind whose decay factor applies to ``record``."""
     raw = (record.kind or "").strip().lower()
     kind = _KIND_ALIAS.get(raw, raw)

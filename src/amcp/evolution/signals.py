@@ -9,6 +9,7 @@ from enum import StrEnum
 from typing import Any
 
 from amcp.amf.record import AMFRecord
+from amcp.amf.summary import RecordSummary
 from amcp.amf.types import KnowledgeType
 
 SUBJECT_PREFIX = "qef."
@@ -44,7 +45,7 @@ TERMINAL = frozenset({R, X})
 PENDING = frozenset({E, A, D})
 
 
-def body_of(record: AMFRecord) -> dict[str, Any] | None:
+def body_of(record: AMFRecord | RecordSummary) -> dict[str, Any] | None:
     if record.type is not KnowledgeType.SIGNAL or not record.core.subject.startswith(
         SUBJECT_PREFIX
     ):
@@ -56,7 +57,7 @@ def body_of(record: AMFRecord) -> dict[str, Any] | None:
     return body if isinstance(body, dict) else None
 
 
-def signal_status(record: AMFRecord) -> SignalStatus | None:
+def signal_status(record: AMFRecord | RecordSummary) -> SignalStatus | None:
     body = body_of(record)
     try:
         return SignalStatus(body["status"]) if body else None

@@ -14,6 +14,7 @@ import json
 import time
 from typing import TYPE_CHECKING
 
+from amcp.errors import ValidationError
 from amcp.store.links import session_of
 from amcp.store.rowseal import SEALED
 
@@ -33,6 +34,16 @@ GLOBAL = "*"  # global knowledge: visible in every scope (upstream meta.project_
 def needs_body(flt: RecordFilter) -> bool:
     """Whether ``flt`` has conditions only the record body can answer."""
     return any(x is not None for x in (flt.tags, flt.events, flt.caused_by, flt.sessions))
+
+
+def summary_filter(flt: RecordFilter) -> None:
+    """Refuse, for ``Store.summaries``, a filter with conditions only a body answers: a
+    summary read checks row conditions only (and a sensitive row has no summary to ask)."""
+    if needs_body(flt):
+        raise ValidationError(
+            "filter", "summaries filter by row conditions only (not tags, events, causes or "
+            "sessions): read those records with query"
+        )
 
 
 def scopes_text(scopes: Sequence[str]) -> str:
@@ -108,4 +119,4 @@ def _body_passes(flt: RecordFilter, record: AMFRecord | None) -> bool:
     return True
 
 
-__all__ = ["GLOBAL", "admits", "needs_body", "row_scopes", "scopes_text"]
+__all__ = ["GLOBAL", "admits", "needs_body", "row_scopes", "scopes_text", "summary_filter"]

@@ -15,6 +15,7 @@ from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Protocol
 
 from amcp.amf.record import AMFRecord
+from amcp.amf.summary import RecordSummary
 from amcp.amf.types import KnowledgeType, Lifecycle
 from amcp.errors import CacheMissError, StoreError
 from amcp.store.termstats import TermStats
@@ -62,6 +63,17 @@ class StoredRecord:
     knowledge_id: str
     state: RecordState
     record: AMFRecord | None
+
+
+@dataclass(frozen=True, slots=True)
+class SummaryRow:
+    """A record's state and its verified summary (``amf.summary``): what
+    ``Store.summaries`` reads. ``summary`` is None for a purged tombstone and for a
+    sensitive record (its body is encrypted and shown redacted: read it through ``get``)."""
+
+    knowledge_id: str
+    state: RecordState
+    summary: RecordSummary | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -480,6 +492,17 @@ class Store(Protocol):
     def query(
         self, flt: RecordFilter, *, limit: int = 100, after: str | None = None
     ) -> list[StoredRecord]: ...
+
+    def summaries(
+        self, flt: RecordFilter, *, limit: int = 100, after: str | None = None
+    ) -> list[SummaryRow]:
+        """``query``'s records, in its order and pages, as verified summaries: each row's
+        seal checked and its body's id, checksum and envelope recomputed as for ``query``,
+        but only the sections a ``RecordSummary`` holds parsed (a listing of every record,
+        the brain compile, skips building whole records). Row conditions only: a filter on
+        what only a body answers (tags, events, causes, sessions) is refused
+        (``ValidationError``); ask ``query``."""
+        ...
 
     def count(self, flt: RecordFilter) -> int: ...
 

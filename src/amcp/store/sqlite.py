@@ -37,6 +37,7 @@ from amcp.store.base import (
     StateRow,
     StoredRecord,
     StoreStats,
+    SummaryRow,
 )
 from amcp.store.rowseal import Sealer
 from amcp.store.schema import migrate
@@ -242,6 +243,11 @@ class SQLiteStore:
         self, flt: RecordFilter, *, limit: int = 100, ranked: bool = False
     ) -> list[StateRow]:
         return self._reads.states(flt, limit=limit, ranked=ranked)
+
+    def summaries(
+        self, flt: RecordFilter, *, limit: int = 100, after: str | None = None
+    ) -> list[SummaryRow]:
+        return self._reads.summaries(flt, limit=limit, after=after)
 
     def find_same_content(self, record: AMFRecord) -> StoredRecord | None:
         return self._reads.find_same_content(record)

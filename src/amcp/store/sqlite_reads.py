@@ -5,13 +5,13 @@ on the verified row (``admit``): the SQL only narrows."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from amcp.amf.record import AMFRecord
 from amcp.amf.types import KnowledgeType, Lifecycle
 from amcp.store import sqlite_rows as col
-from amcp.store.admit import admits, needs_body
-from amcp.store.base import RecordFilter, StateRow, StoredRecord, StoreStats
+from amcp.store.admit import admits, needs_body, summary_filter
+from amcp.store.base import RecordFilter, StateRow, StoredRecord, StoreStats, SummaryRow
 from amcp.store.schema import SCHEMA_VERSION
 from amcp.store.sqlfilter import where_clause
 from amcp.store.sqlite_conn import SQLiteConn
@@ -19,6 +19,7 @@ from amcp.store.sqlite_rows import GET_BY_ID, ROW_COLS
 from amcp.store.sqlite_verified import Verifier
 
 _HOT_ROWS = 4096  # rows of records read by id lately (``_row_by_id``)
+T = TypeVar("T")
 IN_CHUNK = 500  # ids per "IN (...)" lookup: below SQLite's default 999 bound parameters
 
 
@@ -90,6 +91,32 @@ class RecordReads:
         """Records passing ``flt`` in row order. The SQL filter narrows; each row is then
         verified and re-checked against ``flt`` (``admit``), so an index row added behind
         the node's back cannot admit a record."""
+        def read(row: Sequence[Any]) -> StoredRecord | None:
+            found = self._verifier.decode(row)
+            ok = found is not None and admits(flt, row[col.FACTS], found.record)
+            return found if ok else None
+
+        return self._page(flt, limit, after, read)
+
+    def summaries(
+        self, flt: RecordFilter, *, limit: int = 100, after: str | None = None
+    ) -> list[SummaryRow]:
+        """``query``'s pages as verified summaries (``Verifier.summarise``); row
+        conditions only (``summary_filter``)."""
+        summary_filter(flt)
+
+        def read(row: Sequence[Any]) -> SummaryRow | None:
+            # The row conditions first: a row they leave out is not worth a body's hashing.
+            return self._verifier.summarise(row) if admits(flt, row[col.FACTS]) else None
+
+        return self._page(flt, limit, after, read)
+
+    def _page(
+        self, flt: RecordFilter, limit: int, after: str | None,
+        read: Callable[[Sequence[Any]], T | None],
+    ) -> list[T]:
+        """Up to ``limit`` rows after the row of ``after`` that pass ``flt``'s SQL and that
+        ``read`` turns into something (None: left out)."""
         where, params = where_clause(flt)
         sql = (
             f"SELECT {ROW_COLS} FROM records r WHERE {where} AND r.rowid > ? "
@@ -102,16 +129,16 @@ class RecordReads:
                     "SELECT rowid FROM records WHERE knowledge_id=?", (after,)
                 ).fetchone()
                 start = int(found_row[0]) if found_row else 0
-            out: list[StoredRecord] = []
+            out: list[T] = []
             # Rows left out (quarantined, or an index row's false admission) must not end a
             # page early: a caller paging with ``after`` would stop, an export would be cut.
             while len(out) < limit:
                 want = limit - len(out)
                 rows = self._db.execute(sql, [*params, start, want]).fetchall()
                 for row in rows:
-                    found = self._verifier.decode(row)
-                    if found is not None and admits(flt, row[col.FACTS], found.record):
-                        out.append(found)
+                    got = read(row)
+                    if got is not None:
+                        out.append(got)
                 if len(rows) < want:
                     break  # no more rows pass the SQL filter
                 start = int(rows[-1][col.ROWID])

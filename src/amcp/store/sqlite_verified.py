@@ -19,11 +19,12 @@ import msgpack
 
 from amcp.amf.ids import verify_integrity
 from amcp.amf.record import AMFRecord
+from amcp.amf.summary import RecordSummary, open_summary
 from amcp.amf.types import Lifecycle
 from amcp.errors import AmcpError, GoneError, IntegrityError, NotFoundError, StoreIntegrityError
 from amcp.keyring import Keyring
 from amcp.store import sqlite_rows as col
-from amcp.store.base import RecordState, StoredRecord
+from amcp.store.base import RecordState, StoredRecord, SummaryRow
 from amcp.store.rowseal import Sealer
 from amcp.store.sqlite_rows import GET_BY_ID
 
@@ -117,6 +118,31 @@ class Verifier:
         if not row[col.SENSITIVE] and not full:
             self.remember_decoded(kid, row[col.SEAL], record)
         return StoredRecord(kid, state, record)
+
+    def summarise(self, row: Sequence[Any]) -> SummaryRow | None:
+        """Row → SummaryRow, or None (quarantined) as for ``decode``: the seal checked, the
+        body re-hashed (``amf.summary.open_summary``), only the summary's sections parsed.
+        A record decoded lately is summarised from that decode (same seal, same bytes).
+        Sensitive bodies and tombstones get no summary; nothing is added to the decode
+        cache (a listing of every record would only push out what the node reads)."""
+        if not self.verified(row):
+            return None
+        kid, body = row[col.KID], row[col.BODY]
+        state = self.row_state(row)
+        if body is None or row[col.SENSITIVE]:
+            return SummaryRow(kid, state, None)
+        with self._lock:
+            cached = self._decoded.get((kid, row[col.SEAL]))
+        if cached is not None:
+            return SummaryRow(kid, state, RecordSummary.of_record(cached))
+        try:
+            summary = open_summary(
+                msgpack.unpackb(body, raw=False), kid, row[col.CHECKSUM], row[col.ENVELOPE]
+            )
+        except (ValueError, TypeError, AmcpError, msgpack.UnpackException) as exc:
+            self.quarantine_add(kid, f"its body does not verify: {exc}")
+            return None
+        return SummaryRow(kid, state, summary)
 
     def remember_decoded(self, kid: str, seal: bytes, record: AMFRecord) -> None:
         """Keep ``record`` as the decode of the row sealed ``seal``. Writers call this with

@@ -8,19 +8,28 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import Any, TypeVar
 
 from amcp.amf.record import AMFRecord
 from amcp.amf.types import KnowledgeType, Lifecycle
 from amcp.store import sqlite_rows as col
-from amcp.store.admit import admits, needs_body
-from amcp.store.base import RecordFilter, RecordState, StateRow, StoredRecord, StoreStats
+from amcp.store.admit import admits, needs_body, summary_filter
+from amcp.store.base import (
+    RecordFilter,
+    RecordState,
+    StateRow,
+    StoredRecord,
+    StoreStats,
+    SummaryRow,
+)
 from amcp.store.postgres.database import Database, get_meta
 from amcp.store.postgres.migrate import SCHEMA_VERSION
 from amcp.store.postgres.rows import GET_BY_ID, GET_MANY
 from amcp.store.postgres.verified import RowVerifier
 from amcp.store.sqlfilter import where_clause
 from amcp.store.sqlite_rows import ROW_COLS
+
+T = TypeVar("T")
 
 
 def _where(flt: RecordFilter) -> tuple[str, list[Any]]:
@@ -58,10 +67,31 @@ class RecordReads:
     ) -> list[StoredRecord]:
         """Records passing ``flt`` in row order, each verified and re-checked (``admit``);
         rows left out do not end a page early."""
+        def read(row: Sequence[Any]) -> StoredRecord | None:
+            got = self._rows.decode(row)
+            return got if got is not None and admits(flt, row[col.FACTS], got.record) else None
+
+        return self._page(flt, limit, after, read)
+
+    def summaries(
+        self, flt: RecordFilter, *, limit: int = 100, after: str | None = None
+    ) -> list[SummaryRow]:
+        """``query``'s pages as verified summaries; row conditions only."""
+        summary_filter(flt)
+
+        def read(row: Sequence[Any]) -> SummaryRow | None:
+            return self._rows.summarise(row) if admits(flt, row[col.FACTS]) else None
+
+        return self._page(flt, limit, after, read)
+
+    def _page(
+        self, flt: RecordFilter, limit: int, after: str | None,
+        read: Callable[[Sequence[Any]], T | None],
+    ) -> list[T]:
         where, params = _where(flt)
         sql = (f"SELECT {ROW_COLS} FROM records r WHERE {where} AND r.rowid > %s "
                "ORDER BY r.rowid LIMIT %s")
-        out: list[StoredRecord] = []
+        out: list[T] = []
         with self._db.read() as conn:
             start = 0
             if after is not None:
@@ -73,8 +103,8 @@ class RecordReads:
                 want = limit - len(out)
                 rows = conn.execute(sql, [*params, start, want]).fetchall()
                 for row in rows:
-                    got = self._rows.decode(row)
-                    if got is not None and admits(flt, row[col.FACTS], got.record):
+                    got = read(row)
+                    if got is not None:
                         out.append(got)
                 if len(rows) < want:
                     break

@@ -38,6 +38,7 @@ from amcp.store.base import (
     StateRow,
     StoredRecord,
     StoreStats,
+    SummaryRow,
 )
 from amcp.store.chain import EMPTY_HEAD, GENESIS
 from amcp.store.postgres.access import AccessLog
@@ -260,6 +261,11 @@ class PostgresStore:
         self, flt: RecordFilter, *, limit: int = 100, ranked: bool = False
     ) -> list[StateRow]:
         return self._reads.states(flt, limit=limit, ranked=ranked)
+
+    def summaries(
+        self, flt: RecordFilter, *, limit: int = 100, after: str | None = None
+    ) -> list[SummaryRow]:
+        return self._reads.summaries(flt, limit=limit, after=after)
 
     def count(self, flt: RecordFilter) -> int:
         return self._reads.count(flt)
