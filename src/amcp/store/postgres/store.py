@@ -105,7 +105,8 @@ class PostgresStore:
         delta = self._log.delta
         self.access = AccessLog(self._db, writing)
         self._rows = RowVerifier(keyring, Sealer(b"", ""), self.access.state)
-        self.lexical = LexicalIndex(self._db, delta, min_matches=prune_from)
+        self.lexical = LexicalIndex(self._db, delta, min_matches=prune_from,
+                                    generation=self.commits.current)
         self.vectors = VectorSource(self._db, delta, self._rows, writing, hnsw=hnsw)
         secret = keyring.derive("content-key")
 
