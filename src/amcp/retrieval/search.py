@@ -34,8 +34,9 @@ if TYPE_CHECKING:  # numpy and the vector index load only when vectors are used
 
 _TRIVIAL = RecordFilter()
 log = logging.getLogger(__name__)
-# What the worker hands back: the query vector, and the index's hits when it searched.
-_Ahead = tuple["np.ndarray", list[tuple[int, float]] | None]
+# What the worker hands back: the query vector, the in-process index's hits (rowids) when
+# it searched it, and the store's own hits (knowledge ids) when it asked the store.
+_Ahead = tuple["np.ndarray", list[tuple[int, float]] | None, list[tuple[str, float]] | None]
 
 
 def _unfiltered(flt: RecordFilter) -> bool:
@@ -140,6 +141,9 @@ class HybridSearcher:
         # open and never snapshotted.
         self.lexical = caps.lexical
         self.vectors = caps.vectors
+        # A store that searches its vectors itself (pgvector HNSW) is asked instead of the
+        # in-process index, which is then never built.
+        self.nearest = caps.vector_search if caps.vectors is not None else None
         self.feed = caps.feed
         self.embedder = embedder if caps.vectors is not None else None
         self.tuning = tuning or SearchTuning()
@@ -163,7 +167,7 @@ class HybridSearcher:
     # -- index maintenance ------------------------------------------------------------
 
     def _ensure_index(self) -> VectorIndex | None:
-        if self.embedder is None:
+        if self.embedder is None or self.nearest is not None:
             return None
         if self.index is None:
             feed = self.feed
@@ -332,6 +336,8 @@ class HybridSearcher:
     def vector_search(
         self, vector: np.ndarray, flt: RecordFilter, k: int
     ) -> list[tuple[str, float]]:
+        if self.nearest is not None:
+            return self.nearest.nearest_ids(vector, k, flt)
         index = self._ensure_index()
         if index is None or len(index) == 0:
             return []
@@ -417,7 +423,8 @@ class HybridSearcher:
         overlap = bool(getattr(embedder, "overlap_query", False))
         index = self._ensure_index() if _unfiltered(flt) else None
         searchable = index is not None and len(index) > 0
-        if not overlap and not searchable:
+        asks = self.nearest is not None  # the store's search, on the worker's connection
+        if not overlap and not searchable and not asks:
             return None  # nothing here runs outside the GIL
         if self._pool_pid not in (0, os.getpid()):
             # A forked child: the parent's worker (and a job it held the lock for) is not
@@ -431,7 +438,8 @@ class HybridSearcher:
                 self._pool_pid = os.getpid()
             qvec = None if overlap else embedder.embed_query(query)
             return self._pool.submit(
-                self._vector_release, embedder, query, qvec, index if searchable else None, k
+                self._vector_release, embedder, query, qvec, index if searchable else None, k,
+                flt if asks else None,
             )
         except BaseException:
             self._pool_busy.release()
@@ -444,10 +452,16 @@ class HybridSearcher:
         qvec: np.ndarray | None,
         index: VectorIndex | None,
         k: int,
+        ask: RecordFilter | None = None,
     ) -> _Ahead:
+        """``ask``: the filter to ask the store's own search with (psycopg waits for the
+        server outside the GIL, so it overlaps the lexical statements as the index did)."""
         try:
             vec = embedder.embed_query(query) if qvec is None else qvec
-            return vec, (index.search(vec, k) if index is not None else None)
+            hits = index.search(vec, k) if index is not None else None
+            asked = (self.nearest.nearest_ids(vec, k, ask)
+                     if ask is not None and self.nearest is not None else None)
+            return vec, hits, asked
         finally:
             self._pool_busy.release()
 
@@ -461,10 +475,13 @@ class HybridSearcher:
         lexical = [kid for kid, _ in found.hits]
         vector: list[tuple[str, float]] = []
         if ahead is not None:
-            qvec, searched = ahead.result()
-            vector = self._named(searched) if searched is not None else self.vector_search(
-                qvec, flt, pool
-            )
+            qvec, searched, asked = ahead.result()
+            if asked is not None:
+                vector = asked
+            elif searched is not None:
+                vector = self._named(searched)
+            else:
+                vector = self.vector_search(qvec, flt, pool)
         elif self.embedder is not None:
             vector = self.vector_search(self.embedder.embed_query(query), flt, pool)
         fused = rrf(
