@@ -170,18 +170,19 @@ def _hnsw_store(where: str) -> Any:
     return PostgresStore(loc.dsn, Keyring(loc.anchor.parent / "keys"), hnsw=True)
 
 
-def build_hnsw(where: str, memory_mb: int) -> dict[str, Any]:
-    """pgvector's HNSW index over the loaded vectors, built once after the load."""
+def build_hnsw(where: str, memory_mb: int, m: int, ef_construction: int) -> dict[str, Any]:
+    """pgvector's HNSW index over the loaded vectors, built once after the load (kept
+    with ``--data``: a later run finds it there and builds nothing)."""
     before = load()
     t = time.perf_counter()
     store = _hnsw_store(where)
     try:
-        store.vectors.build_index(DIM, memory_mb=memory_mb)
+        store.vectors.build_index(DIM, memory_mb=memory_mb, m=m, ef_construction=ef_construction)
     finally:
         store.close()
     took = time.perf_counter() - t
     return {"hnsw_build_s": round(took, 1), "maintenance_work_mem_mb": memory_mb,
-            "load_avg_1m": [before, load()]}
+            "m": m, "ef_construction": ef_construction, "load_avg_1m": [before, load()]}
 
 
 def recall(where: str, queries: int, *, hnsw: bool = False) -> dict[str, Any]:
@@ -382,7 +383,8 @@ def run_size(size: int, work: Path, admin: str | None, args: Any) -> dict[str, A
             part["open"] = opening(where)
         hnsw = backend == "postgres" and size in args.hnsw
         if hnsw and "recall" not in args.skip:
-            part["hnsw"] = build_hnsw(where, args.hnsw_memory_mb)
+            part["hnsw"] = build_hnsw(where, args.hnsw_memory_mb, args.hnsw_m,
+                                      args.hnsw_ef_construction)
         if "recall" not in args.skip:
             part["recall"] = recall(where, args.queries, hnsw=hnsw)
         row[backend] = part
@@ -420,6 +422,9 @@ def main() -> None:
                     "after the load) instead of the in-process index")
     ap.add_argument("--hnsw-memory-mb", type=int, default=3072,
                     help="maintenance_work_mem of the HNSW build")
+    ap.add_argument("--hnsw-m", type=int, default=16, help="pgvector's m (its default 16)")
+    ap.add_argument("--hnsw-ef-construction", type=int, default=64,
+                    help="pgvector's ef_construction (its default 64)")
     ap.add_argument("--dsn", help="a PostgreSQL server of your own (admin DSN)")
     ap.add_argument("--name", default="postgres")
     ap.add_argument("--data", type=Path, help="keep the built stores (and the server) here "
