@@ -156,6 +156,10 @@ class HybridSearcher:
         # (rebuilding a 100k graph takes minutes of CPU); see ``_load_snapshot``.
         self.snapshot = snapshot if self.feed is not None else None
         self._seen = (0, "")  # the change-log head the index reflects
+        # The store's generation when the index last matched the log: while it has not
+        # moved, no commit happened and the catch-up skips its read of the log's head (a
+        # round trip per recall on PostgreSQL).
+        self._current_at: int | None = None
         self._saved: tuple[int, str] | None = None  # the head of the snapshot on disk
         self._ts_cache: dict[str, float] = {}
         # One long-lived worker embeds the query while this thread runs the lexical search
@@ -233,14 +237,19 @@ class HybridSearcher:
     def _catch_up(self) -> None:
         """Apply changes this index has not seen — written by another process, or by this
         one through a path that does not call ``added``/``removed`` — so the index stays
-        what a rebuild from the store would give. One indexed read when nothing changed."""
+        what a rebuild from the store would give. Nothing is read while the store's
+        generation stands still, one indexed read when it moved but the log did not."""
         feed = self.feed
         index = self.index
         if feed is None or index is None:
             return
+        generation = self.store.generation()  # before the head: a later commit moves it
+        if generation == self._current_at:
+            return
         with feed.quiescent():  # one catch-up at a time, and no writer in between
             head = feed.change_head()
             if head == self._seen:
+                self._current_at = generation
                 return
             if head[0] - self._seen[0] > max(1_000, len(index) * _REPLAY_MAX_SHARE):
                 self.index = self._build_index()
@@ -263,6 +272,7 @@ class HybridSearcher:
             if drop:
                 index.remove(np.asarray(drop, dtype=np.int64))
             self._seen = head
+            self._current_at = generation
 
     def save(self, *, min_changes: int = 0) -> bool:
         """Snapshot the vector index next to the store if it has an ANN graph the snapshot
@@ -311,6 +321,7 @@ class HybridSearcher:
 
     def reset(self) -> None:
         self.index = None
+        self._current_at = None
 
     def close(self) -> None:
         """Persist the index if it was built here, or if the snapshot on disk is far behind:
