@@ -34,8 +34,9 @@ if TYPE_CHECKING:  # numpy and the vector index load only when vectors are used
 
 _TRIVIAL = RecordFilter()
 log = logging.getLogger(__name__)
-# What the worker hands back: the query vector, and the index's hits when it searched.
-_Ahead = tuple["np.ndarray", list[tuple[int, float]] | None]
+# What the worker hands back: the query vector, the in-process index's hits (rowids) when
+# it searched it, and the store's own hits (knowledge ids) when it asked the store.
+_Ahead = tuple["np.ndarray", list[tuple[int, float]] | None, list[tuple[str, float]] | None]
 
 
 def _unfiltered(flt: RecordFilter) -> bool:
@@ -140,6 +141,9 @@ class HybridSearcher:
         # open and never snapshotted.
         self.lexical = caps.lexical
         self.vectors = caps.vectors
+        # A store that searches its vectors itself (pgvector HNSW) is asked instead of the
+        # in-process index, which is then never built.
+        self.nearest = caps.vector_search if caps.vectors is not None else None
         self.feed = caps.feed
         self.embedder = embedder if caps.vectors is not None else None
         self.tuning = tuning or SearchTuning()
@@ -152,6 +156,10 @@ class HybridSearcher:
         # (rebuilding a 100k graph takes minutes of CPU); see ``_load_snapshot``.
         self.snapshot = snapshot if self.feed is not None else None
         self._seen = (0, "")  # the change-log head the index reflects
+        # The store's generation when the index last matched the log: while it has not
+        # moved, no commit happened and the catch-up skips its read of the log's head (a
+        # round trip per recall on PostgreSQL).
+        self._current_at: int | None = None
         self._saved: tuple[int, str] | None = None  # the head of the snapshot on disk
         self._ts_cache: dict[str, float] = {}
         # One long-lived worker embeds the query while this thread runs the lexical search
@@ -163,7 +171,7 @@ class HybridSearcher:
     # -- index maintenance ------------------------------------------------------------
 
     def _ensure_index(self) -> VectorIndex | None:
-        if self.embedder is None:
+        if self.embedder is None or self.nearest is not None:
             return None
         if self.index is None:
             feed = self.feed
@@ -229,14 +237,19 @@ class HybridSearcher:
     def _catch_up(self) -> None:
         """Apply changes this index has not seen — written by another process, or by this
         one through a path that does not call ``added``/``removed`` — so the index stays
-        what a rebuild from the store would give. One indexed read when nothing changed."""
+        what a rebuild from the store would give. Nothing is read while the store's
+        generation stands still, one indexed read when it moved but the log did not."""
         feed = self.feed
         index = self.index
         if feed is None or index is None:
             return
+        generation = self.store.generation()  # before the head: a later commit moves it
+        if generation == self._current_at:
+            return
         with feed.quiescent():  # one catch-up at a time, and no writer in between
             head = feed.change_head()
             if head == self._seen:
+                self._current_at = generation
                 return
             if head[0] - self._seen[0] > max(1_000, len(index) * _REPLAY_MAX_SHARE):
                 self.index = self._build_index()
@@ -259,6 +272,7 @@ class HybridSearcher:
             if drop:
                 index.remove(np.asarray(drop, dtype=np.int64))
             self._seen = head
+            self._current_at = generation
 
     def save(self, *, min_changes: int = 0) -> bool:
         """Snapshot the vector index next to the store if it has an ANN graph the snapshot
@@ -307,6 +321,7 @@ class HybridSearcher:
 
     def reset(self) -> None:
         self.index = None
+        self._current_at = None
 
     def close(self) -> None:
         """Persist the index if it was built here, or if the snapshot on disk is far behind:
@@ -332,6 +347,8 @@ class HybridSearcher:
     def vector_search(
         self, vector: np.ndarray, flt: RecordFilter, k: int
     ) -> list[tuple[str, float]]:
+        if self.nearest is not None:
+            return self.nearest.nearest_ids(vector, k, flt)
         index = self._ensure_index()
         if index is None or len(index) == 0:
             return []
@@ -417,7 +434,8 @@ class HybridSearcher:
         overlap = bool(getattr(embedder, "overlap_query", False))
         index = self._ensure_index() if _unfiltered(flt) else None
         searchable = index is not None and len(index) > 0
-        if not overlap and not searchable:
+        asks = self.nearest is not None  # the store's search, on the worker's connection
+        if not overlap and not searchable and not asks:
             return None  # nothing here runs outside the GIL
         if self._pool_pid not in (0, os.getpid()):
             # A forked child: the parent's worker (and a job it held the lock for) is not
@@ -431,7 +449,8 @@ class HybridSearcher:
                 self._pool_pid = os.getpid()
             qvec = None if overlap else embedder.embed_query(query)
             return self._pool.submit(
-                self._vector_release, embedder, query, qvec, index if searchable else None, k
+                self._vector_release, embedder, query, qvec, index if searchable else None, k,
+                flt if asks else None,
             )
         except BaseException:
             self._pool_busy.release()
@@ -444,10 +463,16 @@ class HybridSearcher:
         qvec: np.ndarray | None,
         index: VectorIndex | None,
         k: int,
+        ask: RecordFilter | None = None,
     ) -> _Ahead:
+        """``ask``: the filter to ask the store's own search with (psycopg waits for the
+        server outside the GIL, so it overlaps the lexical statements as the index did)."""
         try:
             vec = embedder.embed_query(query) if qvec is None else qvec
-            return vec, (index.search(vec, k) if index is not None else None)
+            hits = index.search(vec, k) if index is not None else None
+            asked = (self.nearest.nearest_ids(vec, k, ask)
+                     if ask is not None and self.nearest is not None else None)
+            return vec, hits, asked
         finally:
             self._pool_busy.release()
 
@@ -461,10 +486,13 @@ class HybridSearcher:
         lexical = [kid for kid, _ in found.hits]
         vector: list[tuple[str, float]] = []
         if ahead is not None:
-            qvec, searched = ahead.result()
-            vector = self._named(searched) if searched is not None else self.vector_search(
-                qvec, flt, pool
-            )
+            qvec, searched, asked = ahead.result()
+            if asked is not None:
+                vector = asked
+            elif searched is not None:
+                vector = self._named(searched)
+            else:
+                vector = self.vector_search(qvec, flt, pool)
         elif self.embedder is not None:
             vector = self.vector_search(self.embedder.embed_query(query), flt, pool)
         fused = rrf(

@@ -250,6 +250,20 @@ class VectorSource(Protocol):
         ...
 
 
+class VectorSearch(Protocol):
+    """Capability: nearest-vector search by the store itself (an index kept in the
+    database, PostgreSQL's pgvector HNSW). Recall asks it instead of building the
+    in-process index from every stored vector, which at a million vectors is minutes of
+    CPU and gigabytes per process."""
+
+    def nearest_ids(
+        self, vector: np.ndarray, k: int, flt: RecordFilter
+    ) -> list[tuple[str, float]]:
+        """Up to ``k`` (knowledge id, cosine similarity) pairs of records passing ``flt``,
+        best first; approximate where the index is."""
+        ...
+
+
 class ChangeFeed(Protocol):
     """Capability: the change log read by sequence, which keeps a derived index (the
     vector index, its snapshot) in step with the store without rebuilding it."""
@@ -396,6 +410,7 @@ class Capabilities:
     access: AccessLog | None = None
     bodies: RawBodies | None = None
     tiers: TierIndex | None = None
+    vector_search: VectorSearch | None = None
 
 
 def pointer_of(store: Store, knowledge_id: str) -> Pointer | None:

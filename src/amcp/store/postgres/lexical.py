@@ -30,15 +30,42 @@ def postings_of(rowid: int, terms: str, context: str) -> tuple[int, list[tuple[A
     ]
 
 
+_CACHED_TERMS_MAX = 50_000  # term_stats rows kept for one generation before starting over
+
+
+class _Stats:
+    """The index-wide statistics read as of one generation: ``term_stats`` rows (None: no
+    row holds the term), ``lexical_totals`` and the largest lexical rowid. A recall reads
+    each of them twice (the term pruning's document counts, then BM25's idf, bounds and
+    average length) and they only move with a commit: one round trip each saved per
+    recall, more when questions share terms. Filled with what was read after the
+    generation was taken, so nothing in it is older than its generation."""
+
+    __slots__ = ("generation", "terms", "top", "totals")
+
+    def __init__(self, generation: int) -> None:
+        self.generation = generation
+        self.terms: dict[str, bm25.TermStats | None] = {}
+        self.totals: tuple[int, int] | None = None
+        self.top: int | None = None
+
+
 class LexicalIndex:
     """Writes and reads of ``lexical``, ``postings`` and the scope statistics."""
 
-    def __init__(self, db: Database, delta: HeadDelta, *, min_matches: int = 2_000) -> None:
+    def __init__(
+        self, db: Database, delta: HeadDelta, *, min_matches: int = 2_000,
+        generation: Callable[[], int] | None = None,
+    ) -> None:
+        """``generation``: the store's (``Store.generation``), which keys the statistics
+        read by recall (``_Stats``); None reads them every time."""
         self._db = db
         self._delta = delta
         # Below this many matches in all, ranking every one costs a few milliseconds and
         # pruning's extra statement would not pay.
         self._min_matches = min_matches
+        self._generation = generation
+        self._cache = _Stats(-1)
 
     # -- writes (inside the write transaction) --------------------------------------------
 
@@ -174,11 +201,12 @@ class LexicalIndex:
         match = bm25.parse(terms)
         if not match.terms or k < 1:
             return []
+        cache = self._stats_now()
         with self._db.read() as conn:
-            stats = self._stats(conn, match.terms)
+            stats = self._term_stats(conn, cache, match.terms)
             if not stats:
                 return []
-            docs, tokens = self._totals(conn)
+            docs, tokens = self._totals(conn, cache)
             avgdl = tokens / docs if docs else 1.0
             idf = bm25.idfs(match.terms, {t: s.docs for t, s in stats.items()}, docs)
             where = where_clause(flt, dialect="postgres")
@@ -211,34 +239,57 @@ class LexicalIndex:
             return ranked(None)
         return seed if keep == order[:1] else ranked(keep)
 
-    @staticmethod
-    def _stats(conn: Connection, terms: Sequence[str]) -> dict[str, bm25.TermStats]:
-        rows = conn.execute(
-            "SELECT term, docs, max_own, max_ctx, min_len FROM term_stats "
-            "WHERE term = ANY(%s) AND docs > 0",
-            (list(dict.fromkeys(terms)),),
-        ).fetchall()
-        return {str(r[0]): bm25.TermStats(int(r[1]), int(r[2]), int(r[3]), int(r[4]))
-                for r in rows}
-
-    @classmethod
-    def _doc_freq(cls, conn: Connection, terms: Sequence[str]) -> dict[str, int]:
-        return {t: s.docs for t, s in cls._stats(conn, terms).items()}
+    def _stats_now(self) -> _Stats:
+        """The statistics cache of the store's current generation (a fresh, unshared one
+        without a generation source, or inside this thread's write transaction, where
+        ``generation`` moves on every call)."""
+        if self._generation is None:
+            return _Stats(-1)
+        now = self._generation()  # taken before anything is read under it
+        cache = self._cache
+        if cache.generation != now or len(cache.terms) > _CACHED_TERMS_MAX:
+            cache = self._cache = _Stats(now)
+        return cache
 
     @staticmethod
-    def _totals(conn: Connection) -> tuple[int, int]:
-        row = conn.execute("SELECT docs, tokens FROM lexical_totals WHERE id = 1").fetchone()
-        return (int(row[0]), int(row[1])) if row else (0, 0)
+    def _term_stats(
+        conn: Connection, cache: _Stats, terms: Sequence[str]
+    ) -> dict[str, bm25.TermStats]:
+        """``term_stats`` of the terms held by some row; only those not cached are read."""
+        known = cache.terms
+        wanted = list(dict.fromkeys(terms))
+        missing = [t for t in wanted if t not in known]
+        if missing:
+            rows = conn.execute(
+                "SELECT term, docs, max_own, max_ctx, min_len FROM term_stats "
+                "WHERE term = ANY(%s) AND docs > 0",
+                (missing,),
+            ).fetchall()
+            found = {str(r[0]): bm25.TermStats(int(r[1]), int(r[2]), int(r[3]), int(r[4]))
+                     for r in rows}
+            for term in missing:
+                known[term] = found.get(term)
+        return {t: got for t in wanted if (got := known[t]) is not None}
+
+    @staticmethod
+    def _totals(conn: Connection, cache: _Stats) -> tuple[int, int]:
+        if cache.totals is None:
+            row = conn.execute("SELECT docs, tokens FROM lexical_totals WHERE id = 1").fetchone()
+            cache.totals = (int(row[0]), int(row[1])) if row else (0, 0)
+        return cache.totals
 
     def term_doc_freq(self, terms: Sequence[str]) -> tuple[dict[str, int], int]:
         """Documents containing each term, and (as the SQLite adapter counts it) the largest
         lexical rowid as the index's size."""
         if not terms:
             return {}, 0
+        cache = self._stats_now()
         with self._db.read() as conn:
-            freq = self._doc_freq(conn, terms)
-            top = conn.execute("SELECT MAX(rowid) FROM lexical").fetchone()
-        return freq, int(top[0] or 0) if top else 0
+            freq = {t: s.docs for t, s in self._term_stats(conn, cache, terms).items()}
+            if cache.top is None:
+                top = conn.execute("SELECT MAX(rowid) FROM lexical").fetchone()
+                cache.top = int(top[0] or 0) if top else 0
+        return freq, cache.top
 
     def scope_term_stats(self, scopes: Sequence[str], terms: Sequence[str]) -> TermStats:
         with self._db.read() as conn:

@@ -94,7 +94,8 @@ class PostgresStore:
         """``prune_from``: the matches in all (the query terms' document counts summed)
         from which lexical ranking skips the rows that cannot make the page
         (``bm25.essential``); below it every match is ranked. ``hnsw``: keep pgvector's
-        HNSW index for ``vectors.nearest`` (recall does not use it; see ``vectors``)."""
+        HNSW index, and recall asks it (``Capabilities.vector_search``) instead of building
+        its in-process index from every vector (``vectors``)."""
         self.keyring = keyring
         self._db = Database(dsn, pool_size=pool_size, timeout_s=timeout_s)
         self.where = self._db.where
@@ -106,7 +107,8 @@ class PostgresStore:
         delta = self._log.delta
         self.access = AccessLog(self._db, writing)
         self._rows = RowVerifier(keyring, Sealer(b"", ""), self.access.state)
-        self.lexical = LexicalIndex(self._db, delta, min_matches=prune_from)
+        self.lexical = LexicalIndex(self._db, delta, min_matches=prune_from,
+                                    generation=self.commits.current)
         self.vectors = VectorSource(self._db, delta, self._rows, writing, hnsw=hnsw)
         secret = keyring.derive("content-key")
 
@@ -121,7 +123,7 @@ class PostgresStore:
         self._listener: Listener | None = None
         self._capabilities = Capabilities(
             lexical=self.lexical, vectors=self.vectors, feed=self._log, access=self.access,
-            bodies=self._reads,
+            bodies=self._reads, vector_search=self.vectors if hnsw else None,
         )
         try:
             self.store_id = self._ensure_store_id()

@@ -2,12 +2,15 @@
 index of ``amcp.retrieval`` is built from and filtered by.
 
 Vectors are stored in a ``vector`` column without a fixed dimension (the embedder decides
-it). Recall does not query them here: it builds its in-process index from ``iter_vectors``
-and follows the change feed, as with SQLite. So the HNSW cosine index (an expression index
-over ``vec::vector(dim)``, ``ensure_hnsw``) is opt-in (``PostgresStore(hnsw=True)``), for
-whoever queries pgvector itself (``nearest``): kept up to date it cost ~8.5 ms of every
-write inside the store's write lock (docs/store-postgres.md, "Many writers"). Without it
-``nearest`` is an exact scan.
+it). By default recall does not query them here: it builds its in-process index from
+``iter_vectors`` and follows the change feed, as with SQLite. With
+``PostgresStore(hnsw=True)`` the store keeps pgvector's HNSW cosine index (an expression
+index over ``vec::vector(dim)``, ``ensure_hnsw``) and offers ``nearest_ids`` as the
+``vector_search`` capability, which recall then asks instead: at a million vectors the
+in-process index is minutes of CPU to build and ~1.5 GB in every process. Kept up to date,
+the index costs every write ~8.5 ms inside the store's write lock (docs/store-postgres.md,
+"Many writers"), so a bulk load builds it once afterwards (``build_index``). Without the
+index ``nearest`` and ``nearest_ids`` are exact scans.
 """
 
 from __future__ import annotations
@@ -29,6 +32,10 @@ if TYPE_CHECKING:
 
 _BATCH = 4096  # vectors per iter_vectors batch
 _HNSW_DIM = "vectors.hnsw_dim"  # store_meta: the dimension the HNSW index is built for
+# The HNSW walk's candidate list per asked row (pgvector's hnsw.ef_search, default 40, caps
+# what one walk returns): twice the rows asked, at least 40.
+_EF_PER_ROW = 2
+_EF_MIN = 40
 
 
 def as_vector(vector: np.ndarray) -> Any:
@@ -38,15 +45,17 @@ def as_vector(vector: np.ndarray) -> Any:
     return Vector(np.ascontiguousarray(vector, dtype=np.float32))
 
 
-def ensure_hnsw(conn: Connection, dim: int) -> None:
+def ensure_hnsw(conn: Connection, dim: int, *, m: int = 16, ef_construction: int = 64) -> None:
     """The HNSW cosine index for ``dim`` (inside the write transaction: DDL is
-    transactional in PostgreSQL, and the store's lock is held)."""
+    transactional in PostgreSQL, and the store's lock is held). ``m`` and
+    ``ef_construction`` are pgvector's (its defaults here): smaller ones build faster and
+    find a little less."""
     if get_meta(conn, _HNSW_DIM) == str(dim):
         return
     conn.execute("DROP INDEX IF EXISTS vectors_hnsw")
     conn.execute(
         f"CREATE INDEX vectors_hnsw ON vectors USING hnsw ((vec::vector({int(dim)})) "
-        "vector_cosine_ops)"
+        f"vector_cosine_ops) WITH (m = {int(m)}, ef_construction = {int(ef_construction)})"
     )
     put_meta(conn, _HNSW_DIM, str(dim))
 
@@ -73,6 +82,22 @@ class VectorSource:
     def clear_vectors(self) -> None:
         with self._write() as conn:
             self.clear(conn)
+
+    def build_index(
+        self, dim: int, *, memory_mb: int | None = None, m: int = 16, ef_construction: int = 64
+    ) -> None:
+        """Build the HNSW index for ``dim`` now if it is not there (after a bulk load:
+        one build is far cheaper than an insert into the graph per write). Holds the
+        store's write lock for the build: writers wait. ``memory_mb``: the build's
+        ``maintenance_work_mem`` (a graph larger than it is built much more slowly; a
+        million 384-dimensional vectors want about 2 GB); ``m``, ``ef_construction``: as
+        ``ensure_hnsw``."""
+        with self._write() as conn:
+            if memory_mb is not None:
+                conn.execute("SELECT set_config('maintenance_work_mem', %s, true)",
+                             (f"{int(memory_mb)}MB",))
+            ensure_hnsw(conn, dim, m=m, ef_construction=ef_construction)
+        self._hnsw_dim = dim
 
     # -- writes ---------------------------------------------------------------------------
 
@@ -149,6 +174,31 @@ class VectorSource:
                 [as_vector(vector), *params, as_vector(vector), k],
             ).fetchall()
         return [(int(r), float(s)) for r, s in rows]
+
+    def nearest_ids(
+        self, vector: np.ndarray, k: int, flt: RecordFilter
+    ) -> list[tuple[str, float]]:
+        """``Capabilities.vector_search``: the ``k`` nearest records passing ``flt`` as
+        (knowledge id, cosine similarity), best first. The HNSW walk widens until ``k``
+        rows pass the filter (pgvector 0.8's iterative scan, relaxed order: re-sorted
+        here), so a scoped recall is not cut short by the filter."""
+        if k < 1:
+            return []
+        clause, params = where_clause(flt, dialect="postgres")
+        dim = len(vector)
+        q = as_vector(vector)
+        sql = (f"SELECT r.knowledge_id, 1 - (v.vec::vector({dim}) <=> %s::vector({dim})) "
+               f"FROM vectors v JOIN records r ON r.rowid = v.rowid WHERE {clause} "
+               f"ORDER BY v.vec::vector({dim}) <=> %s::vector({dim}) LIMIT %s")
+        ef = str(max(_EF_MIN, _EF_PER_ROW * k))
+        with self._db.read() as conn, conn.transaction(), conn.pipeline():
+            # Transaction-local settings, sent with the query in one round trip.
+            conn.execute("SELECT set_config('hnsw.ef_search', %s, true), "
+                         "set_config('hnsw.iterative_scan', 'relaxed_order', true)", (ef,))
+            rows = conn.execute(sql, [q, *params, q, k]).fetchall()
+        hits = [(str(kid), float(sim)) for kid, sim in rows]
+        hits.sort(key=lambda h: -h[1])  # stable: ties keep the walk's order
+        return hits
 
     def rowids(self, flt: RecordFilter) -> np.ndarray:
         import numpy as np

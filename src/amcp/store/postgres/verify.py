@@ -60,7 +60,7 @@ class _Reads:
         return self._log.signed_head(self._conn)
 
     def seal_sum(self) -> tuple[int, int, int]:
-        return _seal_sum(self._conn)
+        return seal_sum_of(self._conn)
 
     def census(self) -> dict[str, int]:
         return census.census_of(self._conn, lexical_table=_LEXICAL_TABLE)
@@ -112,13 +112,21 @@ class Verifier:
         raise AssertionError("unreachable")
 
 
-# The set digest summed by the server: each 32-byte seal as eight big-endian 32-bit words,
-# each word's column summed exactly (numeric), combined here. At a million rows this moves
-# eight numbers instead of 32 MB of seals to Python.
+# The set digest summed by the server (rowseal.digest_of: the sum of the seals as 256-bit
+# big-endian integers, mod 2**256). PostgreSQL 18 casts bytea to an integer directly, so
+# each 32-byte seal is cut into five words of at most 8 bytes, each cast and its column
+# summed exactly (numeric), combined here: two function calls a word where the hex text
+# route took five (``'x' || encode(...)``, ``::bit(32)``, ``::bigint``), and five words
+# instead of eight. A cast of fewer than 8 bytes reads them as an unsigned integer; an
+# 8-byte cast is two's complement, so only the top word may come back negative, and its
+# term, a multiple of 2**192, is off by a multiple of 2**256 then: nothing modulo 2**256.
+# The scan is the primary key's (migration 5 includes the seal): an index-only scan.
+_WORDS = ((1, 8), (9, 7), (16, 7), (23, 7), (30, 3))  # (first byte, length), 1-based
+_SHIFTS = tuple(8 * (32 - (first + length - 1)) for first, length in _WORDS)
+assert sum(length for _first, length in _WORDS) == 32  # the words tile the seal
 _WORD_SUMS = ", ".join(
-    f"SUM(('x' || encode(substring(seal from {4 * i + 1} for 4), 'hex'))::bit(32)::bigint) "
-    "FILTER (WHERE length(seal) = 32)"
-    for i in range(8)
+    f"SUM(substring(seal from {first} for {length})::bigint) FILTER (WHERE length(seal) = 32)"
+    for first, length in _WORDS
 )
 _SEAL_SUM = (
     "SELECT COUNT(*), COUNT(*) FILTER (WHERE seal IS NOT NULL AND length(seal) <> 32), "
@@ -126,13 +134,11 @@ _SEAL_SUM = (
 )
 
 
-def _seal_sum(conn: Connection) -> tuple[int, int, int]:
+def seal_sum_of(conn: Connection) -> tuple[int, int, int]:
     """(rows, set digest of their seals, seals not 32 bytes long). A seal of another length
     never verifies; counting them makes the caller look for the damaged rows."""
     row = conn.execute(_SEAL_SUM).fetchone()
     assert row is not None
     words = row[2:]
-    digest = sum(int(w or 0) << (32 * (7 - i)) for i, w in enumerate(words)) % MODULUS
-    return int(row[0]), digest, int(row[1])
-
-
+    digest = sum(int(w or 0) << shift for w, shift in zip(words, _SHIFTS, strict=True))
+    return int(row[0]), digest % MODULUS, int(row[1])
