@@ -60,8 +60,10 @@ class Commits:
 
     @contextmanager
     def atomic(self) -> Iterator[None]:
-        """The port's ``atomic``: ``writing`` without the connection."""
-        with self.writing():
+        """The port's ``atomic``: ``writing`` without the connection, pipelined (what runs
+        inside is the store's own writes: those that read a row count leave pipeline mode
+        themselves)."""
+        with self.writing(pipelined=True):
             yield
 
     def _before_commit(self, conn: Connection) -> tuple[int, str, list[Path]] | None:

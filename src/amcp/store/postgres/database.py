@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -119,11 +119,13 @@ class Database:
     def transaction(
         self, begin: str = "", *, pipelined: bool = False
     ) -> Iterator[tuple[Connection, bool, Any]]:
-        """``(connection, outermost, row)`` inside a write transaction that nests
+        """``(connection, outermost, first)`` inside a write transaction that nests
         (savepoints). The outermost holds the store's advisory lock and commits on leaving;
-        ``row`` is the first row of ``begin`` (a query without parameters), run in the same
-        round trip as BEGIN and the lock, so it sees every commit before the lock.
-        ``pipelined``: queue this scope's statements (see the module docstring)."""
+        ``first()`` returns the first row of ``begin`` (a query without parameters), run
+        after BEGIN and the lock, in their round trip, so it sees every commit before the
+        lock (None for an inner scope). ``pipelined``: queue this scope's statements (see
+        the module docstring); an outermost one queues BEGIN, the lock and ``begin`` too,
+        so they go out with the first read."""
         with self._lock:
             if self._conn is not None:
                 self.depth += 1
@@ -139,8 +141,11 @@ class Database:
                     self.pool.connection() as conn:
                 self._conn, self._owner, self.depth = conn, threading.get_ident(), 1
                 try:
-                    first = _begin(conn, begin)
-                    self._pipelined(conn, pipelined)
+                    if pipelined:
+                        self._pipelined(conn, True)
+                        first = _begin_queued(conn, begin)
+                    else:
+                        first = _given(_begin(conn, begin))
                     try:
                         yield conn, True, first
                         self._pipelined(conn, True)
@@ -183,6 +188,17 @@ class Database:
             yield not self.in_transaction
 
 
+def _none() -> None:
+    return None
+
+
+def _given(row: Any) -> Callable[[], Any]:
+    def first() -> Any:
+        return row
+
+    return first
+
+
 def _begin(conn: Connection, begin: str) -> Any:
     """BEGIN, the store's lock and ``begin`` in one round trip; ``begin``'s first row."""
     cur = conn.cursor()
@@ -195,11 +211,19 @@ def _begin(conn: Connection, begin: str) -> Any:
             return first
 
 
+def _begin_queued(conn: Connection, begin: str) -> Callable[[], Any]:
+    """BEGIN, the store's lock and ``begin`` queued in the pipeline; a function returning
+    ``begin``'s first row (its fetch sends what is queued, if nothing sent it before)."""
+    conn.execute("BEGIN")
+    conn.execute(locks.TAKE)
+    return conn.execute(begin or "SELECT 1").fetchone
+
+
 @contextmanager
 def _savepoint(conn: Connection, name: str) -> Iterator[tuple[Connection, bool, Any]]:
     conn.execute(f"SAVEPOINT {name}")
     try:
-        yield conn, False, None
+        yield conn, False, _none
     except BaseException:
         with contextlib.suppress(psycopg.Error):  # a dead connection: the outer one reports
             conn.execute(f"ROLLBACK TO SAVEPOINT {name}")

@@ -115,7 +115,7 @@ class RecordWrites:
         with self._atomic(pipelined=True) as conn:
             known = self._known(conn, list(dict.fromkeys(i.record.knowledge_id for i in items)))
             delta = self._log.delta  # the tip read under the lock
-            seq, prev, rowid = delta.seq, delta.hash, delta.top_rowid
+            seq, prev, rowid = delta.tip
             batch = _Batch()
             counts = termstats.Deltas()
             now = time.time()
@@ -133,7 +133,7 @@ class RecordWrites:
                 known[kid] = (checksum, item.lifecycle.value, item.hlc, rowid)
                 results.append(PutResult(kid, created=True, hlc=item.hlc, rowid=rowid))
             if batch.records:
-                delta.seq, delta.hash, delta.top_rowid = seq, prev, rowid
+                delta.tip = (seq, prev, rowid)
                 self._write(conn, batch)  # queued: sent with COMMIT (or the next read)
                 self._lexical.apply(conn, counts)
         return results
