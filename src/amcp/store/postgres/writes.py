@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from amcp.amf.record import AMFRecord
 from amcp.amf.types import Lifecycle
@@ -71,13 +71,19 @@ def _no_nul(kid: str, values: Sequence[Any]) -> None:
             )
 
 
+class Writing(Protocol):
+    """``Commits.writing``: a write transaction that nests, pipelined on request."""
+
+    def __call__(self, *, pipelined: bool = False) -> AbstractContextManager[Connection]: ...
+
+
 class RecordWrites:
     """Every write of one store (see the module docstring)."""
 
     def __init__(
         self, *, keyring: Keyring, log: ChangeLog, rows: RowVerifier, lexical: LexicalIndex,
         vectors: VectorSource, access: AccessLog,
-        atomic: Callable[[], AbstractContextManager[Connection]],
+        atomic: Writing,
         content_key: Callable[[AMFRecord], str],
     ) -> None:
         self._keyring = keyring
@@ -99,12 +105,17 @@ class RecordWrites:
 
     def put_many(self, items: Sequence[PutItem]) -> list[PutResult]:
         """Store records in one transaction; the change-log hashes are chained in order,
-        exactly as one ``put`` after another would chain them."""
+        exactly as one ``put`` after another would chain them.
+
+        Pipelined (``Database.transaction``): the id check is the one read, so the lock is
+        held for it and for COMMIT's round trip, which carries every insert. Nothing here
+        can fail on the server: ids already stored are answered from that read, under the
+        lock, and NUL characters are refused before anything is sent."""
         results: list[PutResult] = []
-        with self._atomic() as conn:
+        with self._atomic(pipelined=True) as conn:
             known = self._known(conn, list(dict.fromkeys(i.record.knowledge_id for i in items)))
             delta = self._log.delta  # the tip read under the lock
-            seq, prev, rowid = delta.seq, delta.hash, delta.top_rowid
+            seq, prev, rowid = delta.tip
             batch = _Batch()
             counts = termstats.Deltas()
             now = time.time()
@@ -122,10 +133,9 @@ class RecordWrites:
                 known[kid] = (checksum, item.lifecycle.value, item.hlc, rowid)
                 results.append(PutResult(kid, created=True, hlc=item.hlc, rowid=rowid))
             if batch.records:
-                delta.seq, delta.hash, delta.top_rowid = seq, prev, rowid
-                with conn.pipeline():  # every insert in one round trip
-                    self._write(conn, batch)
-                    self._lexical.apply(conn, counts)
+                delta.tip = (seq, prev, rowid)
+                self._write(conn, batch)  # queued: sent with COMMIT (or the next read)
+                self._lexical.apply(conn, counts)
         return results
 
     def _stage(
@@ -207,7 +217,7 @@ class RecordWrites:
         self, knowledge_id: str, op: ChangeOp, *, hlc: int, lifecycle: Lifecycle,
         reason: str | None = None, superseded_by: str | None = None,
     ) -> None:
-        with self._atomic() as conn:
+        with self._atomic(pipelined=True) as conn:  # its INSERT and UPDATE cannot fail there
             row = self._rows.live(conn, knowledge_id)
             active = lifecycle is Lifecycle.ACTIVE
             if (row[col.LIFECYCLE] == Lifecycle.ACTIVE) != active:
@@ -222,7 +232,7 @@ class RecordWrites:
 
     def put_tombstone(self, knowledge_id: str, *, hlc: int, reason: str | None = None) -> bool:
         """Record that ``knowledge_id`` was purged elsewhere; False if it already is here."""
-        with self._atomic() as conn:
+        with self._atomic(pipelined=True) as conn:  # ``purge`` leaves pipeline mode
             row = conn.execute(GET_BY_ID, (knowledge_id,)).fetchone()
             if row is not None:
                 if row[col.LIFECYCLE] == Lifecycle.PURGED and self._rows.verified(row):
@@ -239,6 +249,7 @@ class RecordWrites:
         return True
 
     def purge(self, knowledge_id: str, *, hlc: int, reason: str | None = None) -> None:
+        # Not pipelined: the tags' and vectors' DELETEs count what they removed (rowcount).
         with self._atomic() as conn:
             row = self._rows.live(conn, knowledge_id, allow_purged=True)
             rowid = int(row[col.ROWID])
@@ -262,7 +273,7 @@ class RecordWrites:
             conn.execute(f"DELETE FROM {table} WHERE rid=%s", (rowid,))
 
     def set_weight(self, knowledge_id: str, weight: float) -> None:
-        with self._atomic() as conn:
+        with self._atomic(pipelined=True) as conn:
             row = self._rows.live(conn, knowledge_id)
             if row[col.WEIGHT] == float(weight):
                 return
