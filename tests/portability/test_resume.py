@@ -29,11 +29,11 @@ def test_killed_import_resumes_without_duplicates(
     calls = {"n": 0}
 
     def dies_on_third(memory: Memory, specs: list[write.RecordSpec],
-                      records: list[object]) -> list[write.Written]:
+                      records: list[object], *rest: object) -> list[write.Written]:
         calls["n"] += 1
         if calls["n"] == 3:
             raise KeyboardInterrupt  # as a killed process would stop
-        return real(memory, specs, records)  # type: ignore[arg-type]
+        return real(memory, specs, records, *rest)  # type: ignore[arg-type]
 
     monkeypatch.setattr(write, "_commit", dies_on_third)
     with pytest.raises(KeyboardInterrupt):
