@@ -146,13 +146,6 @@ def _named(files: list[tuple[SourceFile, Source | None, str]], shown: str | None
     return [(replace(f, name=shown), s, why) for f, s, why in files]
 
 
-# Pass one's decisions for up to this many items are kept for pass two, which then writes
-# exactly what the report counted instead of reading and deciding every file a second time
-# (about a tenth of an import's CPU). A bigger import is read again: memory stays bounded
-# (a decided item with its record is a few kB).
-KEEP_PLANNED = 20_000
-
-
 def _health(
     files: list[tuple[SourceFile, Source | None, str]], options: ImportOptions, known: Known,
     *, keep: int = 0,
@@ -210,7 +203,7 @@ def _import_files(
     rec.sources = [s.name for _f, s, _w in files if s is not None]
     rec.files_skipped = sum(s is None for _f, s, _w in files)
     known = known_imports(memory)
-    health, kept = _health(files, options, known, keep=0 if dry_run else KEEP_PLANNED)
+    health, kept = _health(files, options, known, keep=0 if dry_run else options.keep_planned)
     if dry_run:
         return ImportResult(health, None)
     counted = {"items": 0}
