@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import tempfile
@@ -171,53 +172,93 @@ def messy(tmp: Path, corpus: Path) -> dict[str, Any]:
     }
 
 
-def minilm_speed(tmp: Path, corpus: Path, rounds: int = 2) -> dict[str, Any]:
-    """Import with MiniLM and MiniLM alone on the same texts, alternated ``rounds`` times
-    (the machine is shared: alternating spreads its load over both); medians reported."""
-    from amcp.retrieval.embedders import get_embedder
+# (MiniLM workers, prefetch): the import's configurations measured, each against MiniLM
+# alone with the same workers (MiniLMEmbedder(threads=N): N single-threaded ONNX sessions
+# in parallel, one batch of 16 texts each). 2 = this machine's cores, the default.
+MINILM_CONFIGS: tuple[tuple[int, bool], ...] = ((2, False), (2, True), (1, True))
+
+
+def _name(threads: int, prefetch: bool) -> str:
+    return f"t{threads}" + ("_prefetch" if prefetch else "")
+
+
+def _alone(emb: Any, texts: list[str]) -> tuple[float, float]:
+    started, c0 = time.perf_counter(), time.process_time()
+    for i in range(0, len(texts), 256):  # the importer's batch size
+        emb.embed(texts[i : i + 256])
+    return time.perf_counter() - started, time.process_time() - c0
+
+
+def _stored_texts(mem: Memory) -> list[str]:
     from amcp.retrieval.indexing import embed_text
 
-    emb = get_embedder("minilm")
-    emb.embed(["warm up the model"])
-    runs: dict[str, list[float]] = {"import": [], "import_prefetch": [], "alone": []}
-    # Process CPU seconds (all threads) beside wall time: on a shared, loaded machine the
-    # wall-clock ratio swings with other people's jobs; the CPU ratio is the work itself.
-    cpu: dict[str, list[float]] = {"import": [], "import_prefetch": [], "alone": []}
+    texts: list[str] = []
+    after = None
+    while page := mem.list_records(limit=1000, after=after, reveal=True):
+        texts += [embed_text(r.record, r.state.sensitive)  # type: ignore[arg-type]
+                  for r in page]
+        after = page[-1].knowledge_id
+    return texts
+
+
+def minilm_speed(tmp: Path, corpus: Path, rounds: int = 3) -> dict[str, Any]:
+    """The corpus import with MiniLM, and MiniLM alone on the same texts with the same
+    worker count, alternated ``rounds`` times (the machine is shared: alternating spreads
+    its load over every configuration); medians reported, wall and process CPU."""
+    from amcp.retrieval.embedders import get_embedder
+
+    models = {t: get_embedder("minilm", threads=t) for t in {t for t, _p in MINILM_CONFIGS}}
+    for emb in models.values():
+        emb.embed(["warm up the model", "and its bulk sessions"] * 20)
+    wall: dict[str, list[float]] = {}
+    cpu: dict[str, list[float]] = {}
+    loads: list[float] = []
     texts: list[str] = []
     ok = True
+
+    def note(name: str, took: float, spent: float) -> None:
+        wall.setdefault(name, []).append(took)
+        cpu.setdefault(name, []).append(spent)
+        loads.append(os.getloadavg()[0])
+        print(f"  {name}: {took:.2f} s wall, {spent:.2f} s CPU, load {loads[-1]:.1f}",
+              file=sys.stderr, flush=True)
+
     for n in range(rounds):
-        for prefetch in (False, True):
-            with Memory(tmp / f"minilm{n}{prefetch}" / "m.db", embedder=emb) as mem:
+        for threads, prefetch in MINILM_CONFIGS:
+            name = _name(threads, prefetch)
+            with Memory(tmp / f"minilm{n}{name}" / "m.db", embedder=models[threads]) as mem:
                 c0 = time.process_time()
                 results, took = import_corpus(mem, corpus, prefetch=prefetch)
-                cpu["import_prefetch" if prefetch else "import"].append(time.process_time() - c0)
+                note("import_" + name, took, time.process_time() - c0)
                 ok = ok and all(r.ok for r in results)
-                runs["import_prefetch" if prefetch else "import"].append(took)
-                if not texts:
-                    after = None
-                    while page := mem.list_records(limit=1000, after=after, reveal=True):
-                        texts += [embed_text(r.record, r.state.sensitive)  # type: ignore[arg-type]
-                                  for r in page]
-                        after = page[-1].knowledge_id
-            started, c0 = time.perf_counter(), time.process_time()
-            for i in range(0, len(texts), 256):  # the importer's batch size
-                emb.embed(texts[i : i + 256])
-            runs["alone"].append(time.perf_counter() - started)
-            cpu["alone"].append(time.process_time() - c0)
-    med = {k: statistics.median(v) for k, v in runs.items()}
+                texts = texts or _stored_texts(mem)
+            if len(wall.get(f"alone_t{threads}", [])) <= n:  # once per round and workers
+                note(f"alone_t{threads}", *_alone(models[threads], texts))
+    med = {k: statistics.median(v) for k, v in wall.items()}
     cmed = {k: statistics.median(v) for k, v in cpu.items()}
+    configs = {}
+    for threads, prefetch in MINILM_CONFIGS:
+        name = _name(threads, prefetch)
+        alone = f"alone_t{threads}"
+        configs[name] = {
+            "minilm_workers": threads, "prefetch": prefetch,
+            "import_records_per_s": round(len(texts) / med["import_" + name], 1),
+            "import_items_per_s": round(10_000 / med["import_" + name], 1),
+            "alone_texts_per_s": round(len(texts) / med[alone], 1),
+            "ratio_pct": round(100.0 * med[alone] / med["import_" + name], 1),
+            "cpu_ratio_pct": round(100.0 * cmed[alone] / cmed["import_" + name], 1),
+            "non_embedding_cpu_ms_per_record": round(
+                1000 * (cmed["import_" + name] - cmed[alone]) / len(texts), 3),
+        }
     return {
-        "records_embedded": len(texts), "rounds": rounds,
-        "seconds": {k: [round(x, 2) for x in v] for k, v in runs.items()},
-        "import_records_per_s": round(len(texts) / med["import"], 1),
-        "import_items_per_s": round(10_000 / med["import"], 1),
-        "embedder_alone_texts_per_s": round(len(texts) / med["alone"], 1),
-        "ratio_pct": round(100.0 * med["alone"] / med["import"], 1),
-        "ratio_prefetch_pct": round(100.0 * med["alone"] / med["import_prefetch"], 1),
+        "records_embedded": len(texts), "rounds": rounds, "configs": configs,
+        "seconds": {k: [round(x, 2) for x in v] for k, v in wall.items()},
         "cpu_seconds": {k: [round(x, 2) for x in v] for k, v in cpu.items()},
-        "cpu_ratio_pct": round(100.0 * cmed["alone"] / cmed["import"], 1),
+        "load_1min": {"min": min(loads), "max": max(loads), "median": statistics.median(loads)},
         "verification_ok": ok,
-        "note": "ratio = import throughput of embedded records / MiniLM alone on those texts",
+        "note": "ratio = import throughput of embedded records / MiniLM alone on those texts "
+                "with the same workers (wall); cpu_ratio = the same with process CPU seconds "
+                "(all threads): on a shared machine the wall ratio swings with other jobs",
     }
 
 
@@ -233,7 +274,7 @@ def main() -> None:
         if args.only_minilm:
             generate(tmp / "corpus")
             payload["minilm"] = minilm_speed(tmp, tmp / "corpus", rounds=3)
-            print("minilm:", json.dumps(payload["minilm"]), flush=True)
+            print("minilm:", json.dumps(payload["minilm"], indent=1), flush=True)
             print("wrote", save("portability_minilm", payload))
             return
         payload["formats"] = formats(tmp)

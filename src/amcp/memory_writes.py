@@ -99,6 +99,11 @@ class WritePath:
                 )
         return replace(outcome, held=verdict.reason, beside=verdict.beside)
 
+    def screening(self) -> BatchRelated:
+        """Contradiction candidates for a caller writing many ``put_many`` batches in a row
+        (``put_many(screening=...)``): the store's looked up once per attribute."""
+        return BatchRelated(self._related)
+
     def _related(self, record: AMFRecord, claim: Claim) -> list[AMFRecord]:
         """Active records of ``record``'s scopes that may state ``claim``'s attribute: those
         with its subject for a triple claim, else the best lexical matches of its words."""
@@ -160,6 +165,7 @@ class WritePath:
         lifecycle: Lifecycle = Lifecycle.ACTIVE,
         dedup: bool = True,
         sealed_here: bool = False,
+        screening: BatchRelated | None = None,
     ) -> list[WriteOutcome]:
         """Store many validated records in one transaction, embedding them in one batch.
 
@@ -172,6 +178,9 @@ class WritePath:
         refused, and with ``dedup`` a record saying what a stored one (or an earlier one in
         the batch) says answers "already stored" with that one's id — but near-duplicate
         checks are skipped.
+
+        ``screening``: the contradiction candidates to screen with, when one caller writes
+        many batches in a row (an import; ``BatchRelated``); by default this batch's own.
         """
         out: list[WriteOutcome | None] = []
         fresh: list[tuple[int, AMFRecord, bool]] = []
@@ -179,14 +188,17 @@ class WritePath:
         copies: list[tuple[int, int]] = []  # (index in `out`, index in `fresh`)
         present: set[str] = set()
         held: list[Verdict | None] = []  # per `fresh` entry
-        related = BatchRelated(self._related)
-        for given, sensitive in records:
+        related = screening if screening is not None else BatchRelated(self._related)
+        shaped = [r if isinstance(r, AMFRecord) else AMFRecord.from_dict(r) for r, _s in records]
+        # One store read for the whole batch's "is this id stored already?" (admit_write's
+        # first rule), not one per record.
+        stored = {r.knowledge_id: r for r in self.store.get_many([r.knowledge_id for r in shaped])}
+        for given, (_raw, sensitive) in zip(shaped, records, strict=True):
             record, existing, verdict = admit_write(
                 self.store, given, also_present=present, sealed_here=sealed_here,
-                firewall=self.firewall, related=related,
+                firewall=self.firewall, related=related, stored=stored,
             )
             present.add(record.knowledge_id)
-            related.admitted(record, verdict)
             if existing is not None:
                 out.append(WriteOutcome(record.knowledge_id, Status.OK, existing.state.hlc))
                 continue
@@ -205,6 +217,9 @@ class WritePath:
                     out.append(None)
                     continue
                 same_in_batch[key] = len(fresh)
+            # Only a record this batch stores is a candidate for the next ones (a copy of a
+            # stored record is found through the store as that record).
+            related.admitted(record, verdict)
             fresh.append((len(out), record, sensitive))
             held.append(verdict if verdict and verdict.lifecycle is Lifecycle.DRAFT else None)
             out.append(None)
@@ -309,22 +324,65 @@ class WritePath:
 class BatchRelated:
     """``put_many``'s contradiction candidates: the store's, and the records admitted
     earlier in the same batch that will stand (two records of one import or one sync batch
-    can contradict each other, and neither is stored yet when the other is screened)."""
+    can contradict each other, and neither is stored yet when the other is screened).
+
+    One may span several batches (an import: ``put_many(screening=...)``). Then the
+    store's candidates for one attribute in one scope are looked up once, not once per
+    record stating it (an import states "Alice's manager is ..." many times over; each
+    lookup is a lexical search plus a read of its matches), and the records the batches
+    admit are added by their claim, exactly. The remembered lookups stand for the store
+    as the last batch left it: ``begin`` drops them when anything else committed since
+    (the store's generation moved), and ``superseded`` drops records a batch retired.
+    """
+
+    MEMO = 4096  # remembered lookups at most (each up to RELATED records); then start over
 
     def __init__(self, stored: Related) -> None:
         self._stored = stored
         self._by_key: dict[str, list[AMFRecord]] = {}
+        self._memo: dict[tuple[tuple[str, ...], str, str | None], list[AMFRecord]] = {}
+        self._left_at: int | None = None  # store generation after our last commit
 
     def __call__(self, record: AMFRecord, claim: Claim) -> list[AMFRecord]:
         scopes = set(record.meta.project_scope)
         mine = [r for r in self._by_key.get(claim.key, ()) if scopes & set(r.meta.project_scope)]
-        return [*self._stored(record, claim), *mine]
+        lookup = (record.meta.project_scope, claim.key, claim.subject)
+        stored = self._memo.get(lookup)
+        if stored is None:
+            if len(self._memo) >= self.MEMO:
+                self._memo.clear()
+            stored = self._memo[lookup] = list(self._stored(record, claim))
+        # A record this import admitted may also be among the store's matches (an earlier
+        # batch, committed): listed once.
+        seen = {r.knowledge_id for r in mine}
+        return [*(r for r in stored if r.knowledge_id not in seen), *mine]
 
     def admitted(self, record: AMFRecord, verdict: Verdict | None) -> None:
         """Note a record the batch stores active, by the claim its screen found (a held one
         stands beside nothing)."""
         if verdict is not None and verdict.claim is not None:
             self._by_key.setdefault(verdict.claim.key, []).append(record)
+
+    def begin(self, generation: int) -> None:
+        """Before a batch: forget the store's candidates if another writer committed since
+        ours (what they wrote may state the same attributes)."""
+        if generation != self._left_at:
+            self._memo.clear()
+
+    def committed(self, generation: int) -> None:
+        """After a batch committed: the store now is what the remembered lookups, plus the
+        admitted records, describe."""
+        self._left_at = generation
+
+    def superseded(self, knowledge_ids: Collection[str]) -> None:
+        """Records a batch retired are no longer candidates."""
+        gone = set(knowledge_ids)
+        if not gone:
+            return
+        for lookup, found in self._memo.items():
+            self._memo[lookup] = [r for r in found if r.knowledge_id not in gone]
+        for key, found in self._by_key.items():
+            self._by_key[key] = [r for r in found if r.knowledge_id not in gone]
 
 
 def admit_write(
@@ -335,6 +393,7 @@ def admit_write(
     sealed_here: bool = False,
     firewall: Firewall | None = None,
     related: Related | None = None,
+    stored: Mapping[str, StoredRecord] | None = None,
 ) -> tuple[AMFRecord, StoredRecord | None, Verdict | None]:
     """The write rules, once, for every path (remember, put, batch, node, sync, import).
 
@@ -350,9 +409,13 @@ def admit_write(
     checked against the writer keys (400 malformed, 403 unverifiable), its text against the
     instruction rules, and — given ``related`` (the single-record path) — against what the
     scope already states. The verdict says whether it is stored active or held as a draft.
+
+    ``stored``: what the store holds under the ids of a batch, read by the caller in one
+    read (``put_many``); without it the id is looked up here.
     """
     shaped = record if isinstance(record, AMFRecord) else AMFRecord.from_dict(record)
-    existing = store.get(shaped.knowledge_id)
+    existing = stored.get(shaped.knowledge_id) if stored is not None else store.get(
+        shaped.knowledge_id)
     if existing is not None:
         before = existing.record
         if before is None:

@@ -29,11 +29,11 @@ def test_killed_import_resumes_without_duplicates(
     calls = {"n": 0}
 
     def dies_on_third(memory: Memory, specs: list[write.RecordSpec],
-                      records: list[object]) -> list[write.Written]:
+                      records: list[object], *rest: object) -> list[write.Written]:
         calls["n"] += 1
         if calls["n"] == 3:
             raise KeyboardInterrupt  # as a killed process would stop
-        return real(memory, specs, records)  # type: ignore[arg-type]
+        return real(memory, specs, records, *rest)  # type: ignore[arg-type]
 
     monkeypatch.setattr(write, "_commit", dies_on_third)
     with pytest.raises(KeyboardInterrupt):
@@ -104,3 +104,14 @@ def test_cli_bad_input_exits_non_zero(tmp_path: Path) -> None:
                                    "-e", "hashing"])
     assert res.exit_code == 1
     assert "x.jsonl: line 1: created_at" in res.output and "--assume-tz" in res.output
+
+
+@pytest.mark.parametrize("keep", [0, 5, 20_000])
+def test_pass_two_writes_the_same_whether_pass_one_was_kept_or_read_again(
+    mem: Memory, tmp_path: Path, keep: int
+) -> None:
+    # 30 items: kept whole (20,000), over the bound so read again (5), never kept (0).
+    f = _rows(tmp_path, 30)
+    res = run(mem, f, batch=7, keep_planned=keep)
+    assert res.ok and res.created == 30 and res.health.items == 30
+    assert sorted(texts(mem)) == sorted(f"fact number {i}" for i in range(30))

@@ -125,7 +125,7 @@ def plan_import(memory: Memory, path: Path | str, options: ImportOptions) -> Hea
     options = _for(path, options)
     with _located(path) as (local, shown):
         files = _named(resolve(local, options), shown)
-        return _health(files, options, known_imports(memory))
+        return _health(files, options, known_imports(memory))[0]
 
 
 def _for(where: Path | str, options: ImportOptions) -> ImportOptions:
@@ -147,13 +147,20 @@ def _named(files: list[tuple[SourceFile, Source | None, str]], shown: str | None
 
 
 def _health(
-    files: list[tuple[SourceFile, Source | None, str]], options: ImportOptions, known: Known
-) -> HealthReport:
+    files: list[tuple[SourceFile, Source | None, str]], options: ImportOptions, known: Known,
+    *, keep: int = 0,
+) -> tuple[HealthReport, list[Planned] | None]:
+    """The health report, and pass one's decisions when there were at most ``keep``."""
     builder = HealthBuilder(samples_per_decision=options.samples)
     builder.files = [(f.name, why) for f, _s, why in files]
+    kept: list[Planned] | None = [] if keep > 0 else None
     for planned in _planned(files, options, known):
         builder.add(planned)
-    return builder.build()
+        if kept is not None:
+            kept.append(planned)
+            if len(kept) > keep:
+                kept = None
+    return builder.build(), kept
 
 
 def import_path(
@@ -196,14 +203,14 @@ def _import_files(
     rec.sources = [s.name for _f, s, _w in files if s is not None]
     rec.files_skipped = sum(s is None for _f, s, _w in files)
     known = known_imports(memory)
-    health = _health(files, options, known)
+    health, kept = _health(files, options, known, keep=0 if dry_run else options.keep_planned)
     if dry_run:
         return ImportResult(health, None)
     counted = {"items": 0}
     verifier = Verifier(memory)
 
     def specs() -> Iterator[RecordSpec]:
-        for planned in _planned(files, options, known):
+        for planned in kept if kept is not None else _planned(files, options, known):
             counted["items"] += 1
             rec.planned(planned)
             if planned.decision in {Decision.KEEP, Decision.TRANSFORM}:
@@ -213,10 +220,11 @@ def _import_files(
     for w in write_batches(memory, specs(), batch=options.batch, total=health.records,
                            progress=progress, prefetch=options.prefetch):
         verifier.observe(w)
-        rec.created += w.created
-        already += not w.created
-        superseded += bool(w.spec.supersedes and w.created)
-        held += w.held
+        for one in w:
+            rec.created += one.created
+            already += not one.created
+            superseded += bool(one.spec.supersedes and one.created)
+            held += one.held
     verification = verifier.finish(health.items, counted["items"], health.records)
     result = ImportResult(health, verification, rec.created, already, superseded)
     log = rec.finish(memory.store, health, verification, already=already,

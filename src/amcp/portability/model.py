@@ -109,6 +109,11 @@ class ImportOptions:
     max_archive_ratio: int = 200  # a member that inflates more than this is a zip bomb
     capture_conversations: bool = True
     samples: int = 3  # samples kept per decision in the report
+    # Pass one's decisions for up to this many items are kept for pass two, which then writes
+    # exactly what the report counted instead of reading and deciding every file a second
+    # time (about a tenth of an import's CPU). A bigger import is read again, so memory
+    # stays bounded (a decided item with its records is a few kB); 0: always read again.
+    keep_planned: int = 20_000
     # Embed the next batch in a worker thread while this one is stored. Off by default: it
     # only pays where the model leaves cores idle; on this 2-core machine, where MiniLM
     # already uses both, it measured no faster (bench/portability.py runs both).

@@ -10,7 +10,7 @@
 5. nothing sensitive is readable: no detected secret appears in the store's files or in a
    default export, and recall shows sensitive records redacted.
 
-Points 1, 2 and 5 are checked on every record as it is written (streamed, nothing
+Points 1, 2 and 5 are checked on every record as its batch is written (streamed, nothing
 accumulated but counters and up to ``MAX_SECRETS`` secrets); 3 and 4 on samples.
 """
 
@@ -19,7 +19,7 @@ from __future__ import annotations
 import io
 import itertools
 import random
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -31,6 +31,7 @@ from amcp.portability.plan import norm
 from amcp.portability.write import Written
 
 if TYPE_CHECKING:  # Memory calls into this package: no import cycle at run time
+    from amcp.amf.record import AMFRecord
     from amcp.memory import Memory
 
 SPOT_CHECKS = 5  # per kind
@@ -77,14 +78,20 @@ class Verifier:
     timeline: list[tuple[float, str, str]] = field(default_factory=list)
     secrets: list[str] = field(default_factory=list)
 
-    def observe(self, w: Written) -> None:
-        """Checks 1 and 2 for one written record; samples for 3, 4 and 5."""
+    def observe(self, batch: Sequence[Written]) -> None:
+        """Checks 1 and 2 for one written batch; samples for 3, 4 and 5. The batch's records
+        are read back in one store read."""
+        stored = {r.knowledge_id: r for r in
+                  self.memory.store.get_many([w.knowledge_id for w in batch])}
+        for w in batch:
+            found = stored.get(w.knowledge_id)
+            self._observe(w, found.record if found is not None else None)
+
+    def _observe(self, w: Written, rec: AMFRecord | None) -> None:
         self.written += 1
-        found = self.memory.store.get(w.knowledge_id)
-        if found is None or found.record is None:
+        if rec is None:
             self.missing.append(w.knowledge_id)
             return
-        rec = found.record
         ext = rec.vendor_extensions
         if w.merged_into is None:
             same_text = w.spec.object is None and not w.spec.predicate  # not a capture

@@ -25,6 +25,7 @@ from amcp.store.base import ChangeOp, RecordFilter
 
 if TYPE_CHECKING:
     from amcp.memory import Memory
+    from amcp.memory_writes import BatchRelated
     from amcp.retrieval.embedders import Embedder
     from amcp.retrieval.unit import F32
 
@@ -197,9 +198,13 @@ def write_batches(
     total: int,
     progress: Callable[[Progress], None] | None = None,
     prefetch: bool = False,
-) -> Iterator[Written]:
+) -> Iterator[list[Written]]:
+    """Write ``specs`` in atomic batches; yields each batch's outcomes once committed."""
     started = time.perf_counter()
     done = 0
+    # One screening context for the whole import: the store's contradiction candidates
+    # for an attribute are looked up once, not once per record stating it (BatchRelated).
+    screening = memory.screening()
     with prefetching(memory, prefetch) as ahead:
         prev: tuple[list[RecordSpec], list[tuple[AMFRecord, bool]], list[str]] | None = None
         for specs_k in _batches(specs, batch):
@@ -208,7 +213,7 @@ def write_batches(
             if ahead is not None:
                 ahead.submit(texts)
             if prev is not None:
-                yield from _commit(memory, prev[0], prev[1])
+                yield _commit(memory, prev[0], prev[1], screening)
                 done += len(prev[0])
                 if ahead is not None:
                     ahead.forget(prev[2])
@@ -216,19 +221,24 @@ def write_batches(
                     progress(Progress(done, total, started))
             prev = (specs_k, records, texts)
         if prev is not None:
-            yield from _commit(memory, prev[0], prev[1])
+            yield _commit(memory, prev[0], prev[1], screening)
             done += len(prev[0])
             if progress is not None:
                 progress(Progress(done, total, started))
 
 
 def _commit(
-    memory: Memory, specs: list[RecordSpec], records: list[tuple[AMFRecord, bool]]
+    memory: Memory,
+    specs: list[RecordSpec],
+    records: list[tuple[AMFRecord, bool]],
+    screening: BatchRelated,
 ) -> list[Written]:
     out: list[Written] = []
+    retired: list[str] = []
+    screening.begin(memory.store.generation())
     with memory.atomic():
         # Every record here was composed and sealed by ``compose`` a moment ago.
-        outcomes = memory.put_many(records, dedup=True, sealed_here=True)
+        outcomes = memory.put_many(records, dedup=True, sealed_here=True, screening=screening)
         for spec, outcome in zip(specs, outcomes, strict=True):
             if spec.supersedes and outcome.created:
                 current = memory.store.get(spec.supersedes)
@@ -237,8 +247,11 @@ def _commit(
                         spec.supersedes, ChangeOp.SUPERSEDE, hlc=memory.clock.send(),
                         lifecycle=Lifecycle.SUPERSEDED, superseded_by=outcome.knowledge_id,
                     )
+                    retired.append(spec.supersedes)
             out.append(Written(spec.source_key, outcome.knowledge_id, outcome.created,
                                outcome.duplicate_of, spec, outcome.held is not None))
+    screening.superseded(retired)
+    screening.committed(memory.store.generation())
     for spec in specs:
         if spec.supersedes:
             memory.searcher.drop(spec.supersedes)
