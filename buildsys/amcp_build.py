@@ -94,7 +94,11 @@ def _record_hashes(record: str) -> dict[str, str]:
     hashes = {}
     for row in csv.reader(io.StringIO(record)):
         if len(row) >= 2 and row[1].startswith("sha256="):
-            raw = base64.urlsafe_b64decode(row[1][len("sha256="):] + "==")
+            try:
+                raw = base64.urlsafe_b64decode(row[1][len("sha256="):] + "==")
+            except ValueError as exc:  # binascii.Error: not base64 at all
+                raise ModelFilesError(f"{DISTRIBUTION}: RECORD has a malformed hash for "
+                                      f"{row[0]}") from exc
             hashes[row[0]] = raw.hex()
     return hashes
 
