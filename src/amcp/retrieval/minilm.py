@@ -231,7 +231,11 @@ def _make_runtime(
                 raise ConfigError(f"minilm onnx runtime unavailable: {exc}") from exc
             # auto: torch computes the same vectors, only slower.
             log.warning("minilm: onnx runtime unavailable (%s); using torch", exc)
-    return _TorchRuntime(path, threads)
+    try:
+        return _TorchRuntime(path, threads)
+    except ImportError as exc:  # the default install has no torch (issue 20)
+        raise ConfigError(f"the minilm torch runtime needs torch and transformers ({exc}): "
+                          "pip install 'pyamcp[torch]'") from exc
 
 
 # --------------------------------------------------------------------------- onnx
