@@ -9,7 +9,13 @@ The store is built once with the hashing embedder through ``Memory.remember_many
 batches (500 scopes, several kinds and types, 1% superseded, some outcomes and lifefacts)
 and cached under /tmp; ``--rebuild`` makes it again.
 
-    .venv/bin/python bench/brain_compile.py [--records 100000] [--rebuild]
+    .venv/bin/python bench/brain_compile.py [--records 100000] [--rebuild] [--runs 3]
+        [--reference DIR]
+
+Each run: a cold compile into a fresh directory, then a warm one into the same directory;
+CPU (this process's user+sys) and wall time of each, with the load average, and medians.
+``--reference``: a directory compiled from the same store and ``--now`` by other code (the
+checkout before a change): the output must be byte-identical to it.
 """
 
 from __future__ import annotations
@@ -19,10 +25,13 @@ import hashlib
 import os
 import random
 import shutil
+import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import save
@@ -92,11 +101,23 @@ def run(store: Path, out: Path, tz: str, skew: float) -> float:
     return time.perf_counter() - started
 
 
+def timed(compile_once: Callable[[], Any]) -> tuple[tuple[float, float, tuple[float, ...]], Any]:
+    """((wall s, CPU s of this process, load average before), result) of one compile."""
+    load = os.getloadavg()
+    t, c = time.perf_counter(), time.process_time()
+    result = compile_once()
+    return (time.perf_counter() - t, time.process_time() - c, load), result
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--records", type=int, default=100_000)
     ap.add_argument("--rebuild", action="store_true")
     ap.add_argument("--dir", type=Path, default=Path("/tmp/amcp-bench-brain"))
+    ap.add_argument("--runs", type=int, default=3, help="cold and warm compiles each")
+    ap.add_argument("--reference", type=Path, default=None,
+                    help="a directory compiled from the same store and --now by another "
+                         "checkout (the code before a change): compared byte for byte")
     args = ap.parse_args()
     store = args.dir / f"store-{args.records}" / "memory.db"
     if args.rebuild or not store.exists():
@@ -112,45 +133,52 @@ def main() -> None:
     # In-process compile time (the target): open the store first, then time the compile.
     # Cold: a fresh directory (every body read and verified by the store); warm: the same
     # directory again (bodies come from the compile cache, states from the store).
-    cold, warm, cold_cpu, warm_cpu = [], [], [], []
-    for i in range(2):
-        shutil.rmtree(args.dir / f"inproc-{i}", ignore_errors=True)
+    cold: list[tuple[float, float, tuple[float, ...]]] = []
+    warm: list[tuple[float, float, tuple[float, ...]]] = []
+    outs = [args.dir / f"inproc-{i}" for i in range(args.runs)]
+    for out in outs:
+        shutil.rmtree(out, ignore_errors=True)
     with Memory(store, embedder=None, check_embedder=False) as mem:
-        for i in range(2):
-            t, c = time.perf_counter(), time.process_time()
-            report = compile_brain(mem, args.dir / f"inproc-{i}", now=parse_now(NOW))
-            cold.append(time.perf_counter() - t)
-            cold_cpu.append(time.process_time() - c)
-        for _ in range(3):
-            t, c = time.perf_counter(), time.process_time()
-            compile_brain(mem, args.dir / "inproc-0", now=parse_now(NOW))
-            warm.append(time.perf_counter() - t)
-            warm_cpu.append(time.process_time() - c)
-    first = digest(args.dir / "inproc-0")
-    same_runs = digest(args.dir / "inproc-1") == first
+        for out in outs:
+            figures, report = timed(lambda out=out: compile_brain(mem, out, now=parse_now(NOW)))
+            cold.append(figures)
+            warm.append(timed(lambda out=out: compile_brain(mem, out, now=parse_now(NOW)))[0])
+    first = digest(outs[0])
+    same_runs = all(digest(out) == first for out in outs[1:])
     # Two "machines": other TZ, clock skewed by +3 days and −5 hours; whole CLI process.
     a = run(store, args.dir / "machine-a", "UTC", 3 * 86400)
     b = run(store, args.dir / "machine-b", "Pacific/Kiritimati", -5 * 3600)
     same_machines = digest(args.dir / "machine-a") == digest(args.dir / "machine-b") == first
-    index_bytes = (args.dir / "inproc-0" / "INDEX.md").stat().st_size
+    index_bytes = (outs[0] / "INDEX.md").stat().st_size
+
+    def summary(runs: list[tuple[float, float, tuple[float, ...]]]) -> dict[str, object]:
+        return {
+            "wall_s": [round(w, 3) for w, _, _ in runs],
+            "cpu_s": [round(c, 3) for _, c, _ in runs],
+            "median_wall_s": round(statistics.median(w for w, _, _ in runs), 3),
+            "median_cpu_s": round(statistics.median(c for _, c, _ in runs), 3),
+            "load_avg_before": [list(load) for _, _, load in runs],
+        }
+
     payload = {
         "records": report.records,
         "regions": report.regions,
-        "compile_cold_s": [round(x, 3) for x in cold],
-        "compile_warm_s": [round(x, 3) for x in warm],
-        "compile_cold_cpu_s": [round(x, 3) for x in cold_cpu],
-        "compile_warm_cpu_s": [round(x, 3) for x in warm_cpu],
+        "cold": summary(cold),
+        "warm": summary(warm),
         "cli_process_s": [round(a, 3), round(b, 3)],
         "index_bytes": index_bytes,
         "files": len(first),
         "byte_identical_runs": same_runs,
         "byte_identical_machines": same_machines,
+        "byte_identical_reference": (digest(args.reference) == first
+                                     if args.reference is not None else None),
         "targets": {"compile_s": 10, "index_bytes": 8192},
         "load_avg_before": load_before,
         "load_avg": os.getloadavg(),
     }
     print(payload)
-    save("brain_compile", payload)
+    save("brain_compile" if args.records == 100_000 else f"brain_compile_{args.records}",
+         payload)
 
 
 if __name__ == "__main__":
