@@ -190,11 +190,16 @@ def _alone(emb: Any, texts: list[str]) -> tuple[float, float]:
 
 
 def _stored_texts(mem: Memory) -> list[str]:
+    """What the import embedded: every record it stored, held drafts and the versions it
+    superseded included (active records alone are ~8% fewer, which understated the
+    import's throughput against the embedder's)."""
     from amcp.retrieval.indexing import embed_text
+    from amcp.store.base import RecordFilter
 
     texts: list[str] = []
     after = None
-    while page := mem.list_records(limit=1000, after=after, reveal=True):
+    every = RecordFilter(lifecycles=None)
+    while page := mem.list_records(every, limit=1000, after=after, reveal=True):
         texts += [embed_text(r.record, r.state.sensitive)  # type: ignore[arg-type]
                   for r in page]
         after = page[-1].knowledge_id
