@@ -18,7 +18,7 @@ from typing import Annotated
 import typer
 
 from amcp.cli.common import err, friendly, open_memory, store_location, warm_up
-from amcp.cli.options import EmbedOpt, StoreOpt
+from amcp.cli.options import EmbedOpt, StoreOpt, group
 
 
 @friendly
@@ -96,7 +96,7 @@ def http(
 
 
 def _standalone() -> None:
-    app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False)
+    app = group()
     app.command("mcp")(mcp)
     app.command("http")(http)
     app()

@@ -21,20 +21,14 @@ from amcp.cli.common import (
     store_location,
     warm_up,
 )
-from amcp.cli.options import EmbedOpt, JsonOpt, ScopesOpt, StoreOpt, TypesOpt
+from amcp.cli.options import EmbedOpt, JsonOpt, ScopesOpt, StoreOpt, TypesOpt, group
 from amcp.cli.views import hit_json, item_json, print_item
 from amcp.refs import short_id
 
 if TYPE_CHECKING:
     from amcp.memory_writes import WriteOutcome
 
-app = typer.Typer(
-    name="amcp",
-    help="amcp — a memory node for AI agents (AMCP 1.0).",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-)
+app = group("amcp — a memory node for AI agents (AMCP 1.0).", name="amcp")
 
 
 

@@ -16,15 +16,14 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from amcp.cli.common import emit_json, friendly, out, require_store, store_location, store_path
-from amcp.cli.options import JsonOpt, StoreOpt
+from amcp.cli.options import JsonOpt, StoreOpt, group
 
 if TYPE_CHECKING:
     from amcp.brain.ghrest import GitHub
     from amcp.memory import Memory
 
-brain_app = typer.Typer(help="The Markdown brain: compile, export, git and GitHub backends.",
-                        no_args_is_help=True)
-github_app = typer.Typer(help="The GitHub-issues backend (RxAi AMP).", no_args_is_help=True)
+brain_app = group("The Markdown brain: compile, export, git and GitHub backends.")
+github_app = group("The GitHub-issues backend (RxAi AMP).")
 brain_app.add_typer(github_app, name="github")
 
 NowOpt = Annotated[

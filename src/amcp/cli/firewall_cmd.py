@@ -15,7 +15,7 @@ import typer
 from rich.table import Table
 
 from amcp.cli.common import emit_json, friendly, open_memory, out, require_store, store_location
-from amcp.cli.options import JsonOpt, StoreOpt
+from amcp.cli.options import JsonOpt, StoreOpt, group
 from amcp.cli.views import item_json
 
 
@@ -33,8 +33,8 @@ def _bare(store: str | None, *, create: bool = False) -> Iterator[Any]:
         yield mem
 
 
-writers_app = typer.Typer(help="Writer keys per scope: what provenance signatures verify "
-                          "against (docs/firewall.md).", no_args_is_help=True)
+writers_app = group("Writer keys per scope: what provenance signatures verify against "
+                    "(docs/firewall.md).")
 
 
 @friendly

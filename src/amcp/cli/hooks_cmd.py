@@ -20,14 +20,13 @@ from typing import Annotated
 import typer
 
 from amcp.cli.common import emit_json, friendly, open_memory, out
-from amcp.cli.options import StoreOpt
+from amcp.cli.options import StoreOpt, group
 
-hooks_app = typer.Typer(help="Install amcp into coding agents and git.", no_args_is_help=True)
-install_app = typer.Typer(help="Install hooks.", no_args_is_help=True)
+hooks_app = group("Install amcp into coding agents and git.")
+install_app = group("Install hooks.")
 hooks_app.add_typer(install_app, name="install")
-hook_app = typer.Typer(
-    help="Run one Claude Code hook: hook JSON on stdin, answer JSON on stdout (exit 0 always).",
-    no_args_is_help=True,
+hook_app = group(
+    "Run one Claude Code hook: hook JSON on stdin, answer JSON on stdout (exit 0 always)."
 )
 
 

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from amcp.cli.common import friendly, open_memory, out, store_location, store_path, warm_up
-from amcp.cli.options import StoreOpt
+from amcp.cli.options import StoreOpt, group
 
 if TYPE_CHECKING:
     import asyncio
@@ -27,8 +27,7 @@ if TYPE_CHECKING:
     from amcp.session import AccessPolicy
     from amcp.sync.peers import SyncConfig
 
-trust_app = typer.Typer(help="Trust anchors and node certificates (X.509, Ed25519).",
-                        no_args_is_help=True)
+trust_app = group("Trust anchors and node certificates (X.509, Ed25519).")
 
 
 HostOpt = Annotated[str, typer.Option(help="TCP address to listen on ('' = TCP off).")]

@@ -9,15 +9,14 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from amcp.cli.common import emit_json, err, friendly, out, require_store, store_location
-from amcp.cli.options import JsonOpt
+from amcp.cli.options import JsonOpt, group
 
 if TYPE_CHECKING:
     from amcp.store.base import Store
     from amcp.store.copy import CopyReport
     from amcp.store.url import StoreLocation
 
-store_app = typer.Typer(help="Whole stores: copy one into another (SQLite ⇄ PostgreSQL).",
-                        no_args_is_help=True)
+store_app = group("Whole stores: copy one into another (SQLite ⇄ PostgreSQL).")
 
 _FORMS = "A store file, sqlite:PATH or postgresql://USER:PASS@HOST/DB."
 Source = Annotated[str, typer.Argument(metavar="SOURCE", help=_FORMS)]
