@@ -53,8 +53,11 @@ def fill_plan(tiers: dict[str, Any] | None) -> tuple[int, str | None]:
     if not isinstance(limit, int) or not 0 < limit <= MAX_FILL:
         return 0, (f"the target's tier 0 declares no max_records a run can fill "
                    f"(got {limit!r}, at most {MAX_FILL})")
-    have = tiers.get("tier0_records")
-    return max(limit - (have if isinstance(have, int) else 0), 0) + MARGIN, None
+    # The fillers alone exceed the limit. Topping tier 0 up to it (limit - tier0_records)
+    # is not enough: eviction walks LRU first, so records older than the run (an earlier
+    # procedure's) can absorb the whole round and leave every filler in tier 0, with
+    # nothing to fetch back. With limit + MARGIN fillers, at least MARGIN of them go.
+    return limit + MARGIN, None
 
 
 def fillers(scope: str, me: str, tok: str, n: int) -> list[dict[str, Any]]:

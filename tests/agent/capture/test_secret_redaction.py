@@ -15,6 +15,7 @@ from __future__ import annotations
 import base64
 import io
 import json
+import re
 import urllib.parse
 from collections.abc import Iterator
 from pathlib import Path
@@ -74,6 +75,8 @@ FAKE_TURNS: tuple[str, ...] = (
     "sk-abcdef1234567890abcdef1234567890",
 )
 
+_HEX = re.compile(r"[0-9a-fA-F]+")
+
 
 def _forms(secret: str) -> set[str]:
     """Every form of `secret` that must not appear, lower-cased."""
@@ -83,7 +86,12 @@ def _forms(secret: str) -> set[str]:
     forms = {secret, urllib.parse.quote(secret, safe=""), urllib.parse.unquote(secret)}
     forms |= {base64.b64encode(secret.encode()).decode().rstrip("="),
               base64.urlsafe_b64encode(secret.encode()).decode().rstrip("=")}
-    forms |= {body[i : i + 6] for i in range(len(body) - 5)}
+    # Every 6-character window, except those made of hex digits only ("3abcde" of the
+    # OpenAI key): the store is full of hex hashes, and a given 6-digit hex string turns
+    # up in them by chance about once in a few hundred runs. A real leak still shows in
+    # the windows around it, which are not all hex.
+    windows = {body[i : i + 6] for i in range(len(body) - 5)}
+    forms |= {w for w in windows if not _HEX.fullmatch(w)}
     return {f.lower() for f in forms}
 
 
