@@ -436,8 +436,29 @@ TOP_FIELDS = frozenset(
 )
 
 
+class Stated:
+    """What a record and its verified summary (``amf.summary.RecordSummary``) both show:
+    the statement and the tags, from ``core`` and ``annotation``. One definition, so a
+    listing built from summaries says exactly what one built from whole records says."""
+
+    __slots__ = ()
+    core: Core
+    annotation: Annotation | None
+
+    @property
+    def text(self) -> str:
+        """The human-readable statement: the annotation if any, else the triple."""
+        c = self.core
+        said = self.annotation.natural_language if self.annotation else None
+        return statement(said, c.subject, c.predicate.value, c.object)
+
+    @property
+    def tags(self) -> tuple[str, ...]:
+        return (self.annotation.tags or ()) if self.annotation else ()
+
+
 @dataclass(frozen=True, slots=True)
-class AMFRecord:
+class AMFRecord(Stated):
     knowledge_id: str
     type: KnowledgeType
     core: Core
@@ -507,17 +528,6 @@ class AMFRecord:
         )
 
     # -- convenience views ------------------------------------------------------------
-
-    @property
-    def text(self) -> str:
-        """The human-readable statement: the annotation if any, else the triple."""
-        c = self.core
-        said = self.annotation.natural_language if self.annotation else None
-        return statement(said, c.subject, c.predicate.value, c.object)
-
-    @property
-    def tags(self) -> tuple[str, ...]:
-        return (self.annotation.tags or ()) if self.annotation else ()
 
     @property
     def kind(self) -> str | None:

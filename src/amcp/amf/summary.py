@@ -26,14 +26,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from amcp.amf.ids import verify_document
-from amcp.amf.mapping import statement
-from amcp.amf.record import AMF_VERSION, AMFRecord, Annotation, Causal, Core, Meta
+from amcp.amf.record import AMF_VERSION, AMFRecord, Annotation, Causal, Core, Meta, Stated
 from amcp.amf.types import KnowledgeType
 from amcp.errors import ValidationError
 
 
 @dataclass(frozen=True, slots=True)
-class RecordSummary:
+class RecordSummary(Stated):
     knowledge_id: str
     type: KnowledgeType
     core: Core
@@ -41,17 +40,6 @@ class RecordSummary:
     causal: Causal | None = None
     annotation: Annotation | None = None
     kind: str | None = None  # vendor_extensions["x-kind"] when it is a string
-
-    @property
-    def text(self) -> str:
-        """``AMFRecord.text``: the annotation if any, else the triple."""
-        c = self.core
-        said = self.annotation.natural_language if self.annotation else None
-        return statement(said, c.subject, c.predicate.value, c.object)
-
-    @property
-    def tags(self) -> tuple[str, ...]:
-        return (self.annotation.tags or ()) if self.annotation else ()
 
     @classmethod
     def of_record(cls, record: AMFRecord) -> RecordSummary:
