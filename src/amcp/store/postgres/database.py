@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -249,6 +249,31 @@ def _translated(where: str, doing: str = "") -> Iterator[None]:
 def _message(exc: psycopg.Error) -> str:
     primary = exc.diag.message_primary if exc.diag is not None else None
     return primary or str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+
+
+# Bind parameters one statement may carry: the protocol counts them in 16 bits.
+_MAX_PARAMS = 65_535
+
+
+def insert_rows(
+    conn: Connection, head: str, rows: Sequence[Sequence[Any]], *, binary: bool = False
+) -> None:
+    """``head`` (``INSERT INTO t(a, b) VALUES``) with one ``(%s, ...)`` tuple per row: one
+    statement for a batch instead of ``executemany``'s one per row, each parsed, planned
+    and answered by the server and built by psycopg (most of a batched write's cost). The
+    rows' values are bound as they are (no arrays to cast); split only where a statement
+    would exceed the protocol's parameter count. ``binary``: parameters in binary format
+    (pgvector's vectors, which as text would be printed float by float)."""
+    if not rows:
+        return
+    width = len(rows[0])
+    row_sql = "(" + ", ".join(["%s"] * width) + ")"
+    per = _MAX_PARAMS // width
+    with conn.cursor(binary=binary) as cur:
+        for start in range(0, len(rows), per):
+            chunk = rows[start:start + per]
+            cur.execute(head + ", ".join([row_sql] * len(chunk)),
+                        [value for row in chunk for value in row])
 
 
 def get_meta(conn: Connection, key: str) -> str | None:

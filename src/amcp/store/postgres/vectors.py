@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from amcp.store import sqlite_census as census
 from amcp.store.base import RecordFilter
 from amcp.store.postgres.changes import HeadDelta
-from amcp.store.postgres.database import Connection, Database, get_meta, put_meta
+from amcp.store.postgres.database import Connection, Database, get_meta, insert_rows, put_meta
 from amcp.store.postgres.verified import RowVerifier
 from amcp.store.sqlfilter import where_clause
 from amcp.store.sqlite_rows import ROWID
@@ -113,11 +113,8 @@ class VectorSource:
         if not rows:
             return
         self._index_for(conn, len(rows[0][1]))
-        with conn.cursor(binary=True) as cur:
-            cur.executemany(
-                "INSERT INTO vectors(rowid, vec) VALUES (%s, %s)",
-                [(rowid, as_vector(v)) for rowid, v in rows],
-            )
+        insert_rows(conn, "INSERT INTO vectors(rowid, vec) VALUES ",
+                    [(rowid, as_vector(v)) for rowid, v in rows], binary=True)
         self._delta.count(census.VECTORS, len(rows))
 
     def set(self, conn: Connection, rowid: int, vector: np.ndarray) -> None:
