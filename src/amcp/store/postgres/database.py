@@ -24,6 +24,7 @@ pipeline with whatever is queued before it (``pipeline_to_commit``).
 from __future__ import annotations
 
 import contextlib
+import functools
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -255,25 +256,34 @@ def _message(exc: psycopg.Error) -> str:
 _MAX_PARAMS = 65_535
 
 
-def insert_rows(
-    conn: Connection, head: str, rows: Sequence[Sequence[Any]], *, binary: bool = False
-) -> None:
-    """``head`` (``INSERT INTO t(a, b) VALUES``) with one ``(%s, ...)`` tuple per row: one
+def insert_rows(conn: Connection, head: str, rows: Sequence[Sequence[Any]]) -> None:
+    """``head`` (``INSERT INTO t(a, b) VALUES``) with one ``($1, ...)`` tuple per row: one
     statement for a batch instead of ``executemany``'s one per row, each parsed, planned
     and answered by the server and built by psycopg (most of a batched write's cost). The
     rows' values are bound as they are (no arrays to cast); split only where a statement
-    would exceed the protocol's parameter count. ``binary``: parameters in binary format
-    (pgvector's vectors, which as text would be printed float by float)."""
+    would exceed the protocol's parameter count. Sent through a ``RawCursor`` with the
+    server's own ``$n`` placeholders: psycopg parses ``%s`` placeholders with a regular
+    expression and caches the result only for statements of up to 50 parameters, so a
+    batch's statement would be re-parsed on every call."""
     if not rows:
         return
     width = len(rows[0])
-    row_sql = "(" + ", ".join(["%s"] * width) + ")"
     per = _MAX_PARAMS // width
-    with conn.cursor(binary=binary) as cur:
+    with psycopg.RawCursor(conn) as cur:
         for start in range(0, len(rows), per):
             chunk = rows[start:start + per]
-            cur.execute(head + ", ".join([row_sql] * len(chunk)),
+            cur.execute(_values_sql(head, width, len(chunk)),
                         [value for row in chunk for value in row])
+
+
+@functools.lru_cache(maxsize=256)
+def _values_sql(head: str, width: int, count: int) -> str:
+    """``head`` and ``count`` tuples of ``width`` numbered placeholders (a few heads and
+    batch sizes recur: built once each)."""
+    return head + ", ".join(
+        "(" + ", ".join(f"${row * width + col + 1}" for col in range(width)) + ")"
+        for row in range(count)
+    )
 
 
 def get_meta(conn: Connection, key: str) -> str | None:

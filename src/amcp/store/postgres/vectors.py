@@ -114,7 +114,7 @@ class VectorSource:
             return
         self._index_for(conn, len(rows[0][1]))
         insert_rows(conn, "INSERT INTO vectors(rowid, vec) VALUES ",
-                    [(rowid, as_vector(v)) for rowid, v in rows], binary=True)
+                    [(rowid, as_vector(v)) for rowid, v in rows])
         self._delta.count(census.VECTORS, len(rows))
 
     def set(self, conn: Connection, rowid: int, vector: np.ndarray) -> None:

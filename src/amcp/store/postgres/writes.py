@@ -184,7 +184,7 @@ class RecordWrites:
             types = ["bigint", "text", "text"][: len(rows[0])]
             conn.execute(
                 f"INSERT INTO {table}({cols}) SELECT * FROM unnest("
-                + ", ".join(f"%s::{t}[]" for t in types)
+                + ", ".join(f"%b::{t}[]" for t in types)  # binary arrays: see ``lexical``
                 + ") ON CONFLICT DO NOTHING",
                 tuple(list(c) for c in zip(*rows, strict=True)),
             )
