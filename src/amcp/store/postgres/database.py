@@ -39,6 +39,10 @@ from amcp.store.postgres.dsn import redacted
 
 Connection = psycopg.Connection[Any]
 
+# Executions of one statement text on one connection after which psycopg prepares it (its
+# default): a statement built for one call (a filter, an id list) is not prepared.
+PREPARE_AFTER = 5
+
 
 def _configure(conn: Connection) -> None:
     from pgvector.psycopg import register_vector
@@ -49,7 +53,12 @@ def _configure(conn: Connection) -> None:
 class Database:
     """The pool of one store's database, and its write transaction."""
 
-    def __init__(self, dsn: str, *, pool_size: int = 4, timeout_s: float = 10.0) -> None:
+    def __init__(
+        self, dsn: str, *, pool_size: int = 4, timeout_s: float = 10.0, prepare: bool = True
+    ) -> None:
+        """``prepare``: let psycopg prepare server-side the statements a connection runs
+        repeatedly (``PREPARE_AFTER``); off for a transaction-pooling proxy that cannot
+        keep them (PgBouncer before 1.21, or without ``max_prepared_statements``)."""
         self.where = redacted(dsn)
         self._timeout_s = timeout_s
         self._lock = threading.RLock()
@@ -57,17 +66,19 @@ class Database:
         self._conn: Connection | None = None
         self._pipeline: contextlib.ExitStack | None = None  # pipeline mode until COMMIT
         self.depth = 0
-        # No server-side prepared statements: psycopg prepares a statement after its fifth
-        # use, and within a pipeline that holds an ``executemany`` it lost track of one
-        # ("prepared statement _pg3_5 does not exist" in a bulk build of 2000-record
-        # put_many batches, reproducible at 12k records);
-        # they also break behind a transaction-pooling proxy. The statements here are short
-        # to plan next to their round trip.
+        # Prepared statements: a write is ~20 short statements, and parsing and planning
+        # each was as much of the server's CPU as executing it (pg_stat_statements: plan
+        # 0.9 ms, execution 1.1 ms a remember). What keeps psycopg's cache of them right in
+        # pipeline mode: it forgets every statement (DEALLOCATE ALL) when it reads a DROP,
+        # ALTER or ROLLBACK result, and one prepared in the pipeline between that
+        # statement and its result is then named but gone ("prepared statement _pg3_38
+        # does not exist"). So a savepoint rolls back and DDL runs outside pipeline mode
+        # (``_savepoint``, ``leave_pipeline``); ``executemany``, which once lost one in a
+        # pipeline too, is not used (``insert_rows``).
         self.pool = psycopg_pool.ConnectionPool(
             dsn, min_size=1, max_size=max(pool_size, 1), open=False,
-            kwargs={"autocommit": True, "prepare_threshold": None}, configure=_configure,
-            timeout=timeout_s,
-            name="amcp-store",
+            kwargs={"autocommit": True, "prepare_threshold": PREPARE_AFTER if prepare else None},
+            configure=_configure, timeout=timeout_s, name="amcp-store",
         )
 
     def open(self) -> None:
@@ -133,7 +144,8 @@ class Database:
                 try:
                     with _translated(self.where):
                         self._pipelined(self._conn, pipelined)
-                        with _savepoint(self._conn, f"sp{self.depth}") as inner:
+                        with _savepoint(self._conn, f"sp{self.depth}",
+                                        self.leave_pipeline) as inner:
                             yield inner
                 finally:
                     self.depth -= 1
@@ -166,6 +178,11 @@ class Database:
         """Queue the rest of this thread's write transaction, COMMIT included (call inside
         it): what is queued goes out with the next read or the COMMIT."""
         self._pipelined(self.conn, True)
+
+    def leave_pipeline(self) -> None:
+        """Send what this thread's write transaction queued and run the rest of it
+        unpipelined until ``pipeline_to_commit`` (before DDL: see ``__init__``)."""
+        self._settle()
 
     def _pipelined(self, conn: Connection, on: bool) -> None:
         if on and self._pipeline is None:
@@ -203,7 +220,8 @@ def _given(row: Any) -> Callable[[], Any]:
 def _begin(conn: Connection, begin: str) -> Any:
     """BEGIN, the store's lock and ``begin`` in one round trip; ``begin``'s first row."""
     cur = conn.cursor()
-    cur.execute(f"BEGIN; {locks.TAKE}; {begin or 'SELECT 1'}")
+    # Several statements in one string cannot be prepared.
+    cur.execute(f"BEGIN; {locks.TAKE}; {begin or 'SELECT 1'}", prepare=False)
     first = None
     while True:
         if cur.description is not None:
@@ -221,12 +239,18 @@ def _begin_queued(conn: Connection, begin: str) -> Callable[[], Any]:
 
 
 @contextmanager
-def _savepoint(conn: Connection, name: str) -> Iterator[tuple[Connection, bool, Any]]:
+def _savepoint(
+    conn: Connection, name: str, unpipelined: Callable[[], None]
+) -> Iterator[tuple[Connection, bool, Any]]:
+    """A savepoint; rolled back outside pipeline mode (``unpipelined`` leaves it), where
+    psycopg's forgetting its prepared statements at the ROLLBACK cannot race a statement
+    it is preparing (``Database.__init__``)."""
     conn.execute(f"SAVEPOINT {name}")
     try:
         yield conn, False, _none
     except BaseException:
         with contextlib.suppress(psycopg.Error):  # a dead connection: the outer one reports
+            unpipelined()
             conn.execute(f"ROLLBACK TO SAVEPOINT {name}")
             conn.execute(f"RELEASE SAVEPOINT {name}")
         raise
@@ -254,6 +278,10 @@ def _message(exc: psycopg.Error) -> str:
 
 # Bind parameters one statement may carry: the protocol counts them in 16 bits.
 _MAX_PARAMS = 65_535
+# Rows of a multi-row insert up to which it may be prepared: a batch this size recurs (a
+# remember_many), and the plan of a bulk load's 2,000-row statement (44,000 parameters)
+# would sit in each connection's cache, one per batch size seen.
+_PREPARED_ROWS = 32
 
 
 def insert_rows(conn: Connection, head: str, rows: Sequence[Sequence[Any]]) -> None:
@@ -273,7 +301,8 @@ def insert_rows(conn: Connection, head: str, rows: Sequence[Sequence[Any]]) -> N
         for start in range(0, len(rows), per):
             chunk = rows[start:start + per]
             cur.execute(_values_sql(head, width, len(chunk)),
-                        [value for row in chunk for value in row])
+                        [value for row in chunk for value in row],
+                        prepare=None if len(chunk) <= _PREPARED_ROWS else False)
 
 
 @functools.lru_cache(maxsize=256)

@@ -96,6 +96,7 @@ class VectorSource:
             if memory_mb is not None:
                 conn.execute("SELECT set_config('maintenance_work_mem', %s, true)",
                              (f"{int(memory_mb)}MB",))
+            self._db.leave_pipeline()  # DDL: see ``Database.__init__``
             ensure_hnsw(conn, dim, m=m, ef_construction=ef_construction)
         self._hnsw_dim = dim
 
@@ -105,6 +106,7 @@ class VectorSource:
         """``ensure_hnsw`` once per dimension seen by this process (a query per put
         otherwise); a dimension changed by a peer is seen at the next new dimension here."""
         if self._hnsw and self._hnsw_dim != dim:
+            self._db.leave_pipeline()  # DDL: see ``Database.__init__``
             ensure_hnsw(conn, dim)
             self._hnsw_dim = dim
 
