@@ -31,14 +31,13 @@ from amcp.store.chain import (
     trusted_head,
 )
 from amcp.store.headtext import MAC_PURPOSE
-from amcp.store.postgres.database import Connection, Database, get_meta, put_meta
+from amcp.store.postgres.database import Connection, Database, get_meta, insert_rows, put_meta
 from amcp.store.rowseal import MODULUS, as_int
 
 log = logging.getLogger(__name__)
 
-INSERT_CHANGE = (
-    "INSERT INTO changes(seq, hlc, op, knowledge_id, details, hash) VALUES (%s,%s,%s,%s,%s,%s)"
-)
+# The head of a (multi-row) insert of changes (``database.insert_rows``).
+INSERT_CHANGE = "INSERT INTO changes(seq, hlc, op, knowledge_id, details, hash) VALUES "
 
 
 # What a write transaction reads first, in the round trip of BEGIN and the lock: the log's
@@ -187,8 +186,8 @@ class ChangeLog:
         last, prev, top = d.tip
         seq = last + 1
         digest = link_hash(prev, seq, hlc, op.value, knowledge_id, details)
-        conn.execute(INSERT_CHANGE, (seq, hlc, op.value, knowledge_id, canonical_packb(details),
-                                     digest))
+        insert_rows(conn, INSERT_CHANGE,
+                    [(seq, hlc, op.value, knowledge_id, canonical_packb(details), digest)])
         d.tip, d.dirty = (seq, digest, top), True
         return seq
 
@@ -311,8 +310,7 @@ class ChangeLog:
     def write_changes(self, conn: Connection, rows: Sequence[tuple[Any, ...]]) -> None:
         """Insert pre-chained changes (``put_many``'s batch)."""
         if rows:
-            with conn.cursor() as cur:
-                cur.executemany(INSERT_CHANGE, rows)
+            insert_rows(conn, INSERT_CHANGE, rows)
             self.delta.dirty = True
 
 

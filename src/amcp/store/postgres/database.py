@@ -24,8 +24,9 @@ pipeline with whatever is queued before it (``pipeline_to_commit``).
 from __future__ import annotations
 
 import contextlib
+import functools
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -38,17 +39,33 @@ from amcp.store.postgres.dsn import redacted
 
 Connection = psycopg.Connection[Any]
 
+# Executions of one statement text on one connection after which psycopg prepares it (its
+# default): a statement built for one call (a filter, an id list) is not prepared.
+PREPARE_AFTER = 5
+
 
 def _configure(conn: Connection) -> None:
     from pgvector.psycopg import register_vector
 
     register_vector(conn)
+    # A prepared statement still gets a plan for its parameters at every execution (its
+    # parse and analysis are what preparing saves). A generic plan is chosen from the
+    # table's statistics, and a store written fast has none yet: for the same-content
+    # lookup the generic plan ANDed the content key's index with the lifecycle index,
+    # walking every active record (3.2 ms an execution at 6k rows with 8 writers,
+    # against 0.22 ms planned for the key).
+    conn.execute("SET plan_cache_mode = force_custom_plan")
 
 
 class Database:
     """The pool of one store's database, and its write transaction."""
 
-    def __init__(self, dsn: str, *, pool_size: int = 4, timeout_s: float = 10.0) -> None:
+    def __init__(
+        self, dsn: str, *, pool_size: int = 4, timeout_s: float = 10.0, prepare: bool = True
+    ) -> None:
+        """``prepare``: let psycopg prepare server-side the statements a connection runs
+        repeatedly (``PREPARE_AFTER``); off for a transaction-pooling proxy that cannot
+        keep them (PgBouncer before 1.21, or without ``max_prepared_statements``)."""
         self.where = redacted(dsn)
         self._timeout_s = timeout_s
         self._lock = threading.RLock()
@@ -56,17 +73,20 @@ class Database:
         self._conn: Connection | None = None
         self._pipeline: contextlib.ExitStack | None = None  # pipeline mode until COMMIT
         self.depth = 0
-        # No server-side prepared statements: psycopg prepares a statement after its fifth
-        # use, and within a pipeline that holds an ``executemany`` it lost track of one
-        # ("prepared statement _pg3_5 does not exist" in a bulk build of 2000-record
-        # put_many batches, reproducible at 12k records);
-        # they also break behind a transaction-pooling proxy. The statements here are short
-        # to plan next to their round trip.
+        # Prepared statements: a write is ~20 short statements, and parsing and planning
+        # each was as much of the server's CPU as executing it (pg_stat_statements: plan
+        # 0.9 ms, execution 1.1 ms a remember); prepared, each is parsed once (and planned
+        # for its parameters every time: ``_configure``). What keeps psycopg's cache of
+        # them right in pipeline mode: it forgets every statement (DEALLOCATE ALL) when it
+        # reads a DROP, ALTER or ROLLBACK result, and one prepared in the pipeline between
+        # that statement and its result is then named but gone ("prepared statement
+        # _pg3_38 does not exist"). So a savepoint rolls back and DDL runs outside
+        # pipeline mode (``_savepoint``, ``leave_pipeline``); ``executemany``, which once
+        # lost one in a pipeline too, is not used (``insert_rows``).
         self.pool = psycopg_pool.ConnectionPool(
             dsn, min_size=1, max_size=max(pool_size, 1), open=False,
-            kwargs={"autocommit": True, "prepare_threshold": None}, configure=_configure,
-            timeout=timeout_s,
-            name="amcp-store",
+            kwargs={"autocommit": True, "prepare_threshold": PREPARE_AFTER if prepare else None},
+            configure=_configure, timeout=timeout_s, name="amcp-store",
         )
 
     def open(self) -> None:
@@ -132,7 +152,8 @@ class Database:
                 try:
                     with _translated(self.where):
                         self._pipelined(self._conn, pipelined)
-                        with _savepoint(self._conn, f"sp{self.depth}") as inner:
+                        with _savepoint(self._conn, f"sp{self.depth}",
+                                        self.leave_pipeline) as inner:
                             yield inner
                 finally:
                     self.depth -= 1
@@ -165,6 +186,11 @@ class Database:
         """Queue the rest of this thread's write transaction, COMMIT included (call inside
         it): what is queued goes out with the next read or the COMMIT."""
         self._pipelined(self.conn, True)
+
+    def leave_pipeline(self) -> None:
+        """Send what this thread's write transaction queued and run the rest of it
+        unpipelined until ``pipeline_to_commit`` (before DDL: see ``__init__``)."""
+        self._settle()
 
     def _pipelined(self, conn: Connection, on: bool) -> None:
         if on and self._pipeline is None:
@@ -202,7 +228,8 @@ def _given(row: Any) -> Callable[[], Any]:
 def _begin(conn: Connection, begin: str) -> Any:
     """BEGIN, the store's lock and ``begin`` in one round trip; ``begin``'s first row."""
     cur = conn.cursor()
-    cur.execute(f"BEGIN; {locks.TAKE}; {begin or 'SELECT 1'}")
+    # Several statements in one string cannot be prepared.
+    cur.execute(f"BEGIN; {locks.TAKE}; {begin or 'SELECT 1'}", prepare=False)
     first = None
     while True:
         if cur.description is not None:
@@ -220,12 +247,18 @@ def _begin_queued(conn: Connection, begin: str) -> Callable[[], Any]:
 
 
 @contextmanager
-def _savepoint(conn: Connection, name: str) -> Iterator[tuple[Connection, bool, Any]]:
+def _savepoint(
+    conn: Connection, name: str, unpipelined: Callable[[], None]
+) -> Iterator[tuple[Connection, bool, Any]]:
+    """A savepoint; rolled back outside pipeline mode (``unpipelined`` leaves it), where
+    psycopg's forgetting its prepared statements at the ROLLBACK cannot race a statement
+    it is preparing (``Database.__init__``)."""
     conn.execute(f"SAVEPOINT {name}")
     try:
         yield conn, False, _none
     except BaseException:
         with contextlib.suppress(psycopg.Error):  # a dead connection: the outer one reports
+            unpipelined()
             conn.execute(f"ROLLBACK TO SAVEPOINT {name}")
             conn.execute(f"RELEASE SAVEPOINT {name}")
         raise
@@ -249,6 +282,45 @@ def _translated(where: str, doing: str = "") -> Iterator[None]:
 def _message(exc: psycopg.Error) -> str:
     primary = exc.diag.message_primary if exc.diag is not None else None
     return primary or str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+
+
+# Bind parameters one statement may carry: the protocol counts them in 16 bits.
+_MAX_PARAMS = 65_535
+# Rows of a multi-row insert up to which it may be prepared: a batch this size recurs (a
+# remember_many), and the plan of a bulk load's 2,000-row statement (44,000 parameters)
+# would sit in each connection's cache, one per batch size seen.
+_PREPARED_ROWS = 32
+
+
+def insert_rows(conn: Connection, head: str, rows: Sequence[Sequence[Any]]) -> None:
+    """``head`` (``INSERT INTO t(a, b) VALUES``) with one ``($1, ...)`` tuple per row: one
+    statement for a batch instead of ``executemany``'s one per row, each parsed, planned
+    and answered by the server and built by psycopg (most of a batched write's cost). The
+    rows' values are bound as they are (no arrays to cast); split only where a statement
+    would exceed the protocol's parameter count. Sent through a ``RawCursor`` with the
+    server's own ``$n`` placeholders: psycopg parses ``%s`` placeholders with a regular
+    expression and caches the result only for statements of up to 50 parameters, so a
+    batch's statement would be re-parsed on every call."""
+    if not rows:
+        return
+    width = len(rows[0])
+    per = _MAX_PARAMS // width
+    with psycopg.RawCursor(conn) as cur:
+        for start in range(0, len(rows), per):
+            chunk = rows[start:start + per]
+            cur.execute(_values_sql(head, width, len(chunk)),
+                        [value for row in chunk for value in row],
+                        prepare=None if len(chunk) <= _PREPARED_ROWS else False)
+
+
+@functools.lru_cache(maxsize=256)
+def _values_sql(head: str, width: int, count: int) -> str:
+    """``head`` and ``count`` tuples of ``width`` numbered placeholders (a few heads and
+    batch sizes recur: built once each)."""
+    return head + ", ".join(
+        "(" + ", ".join(f"${row * width + col + 1}" for col in range(width)) + ")"
+        for row in range(count)
+    )
 
 
 def get_meta(conn: Connection, key: str) -> str | None:

@@ -68,6 +68,10 @@ class LexicalIndex:
         self._cache = _Stats(-1)
 
     # -- writes (inside the write transaction) --------------------------------------------
+    # The arrays are bound in binary (``%b``): psycopg builds a text array element by
+    # element in Python, quoting and escaping each, about twice the client CPU of the
+    # binary form (a 240-posting batch: 0.94 against 0.44 ms), and the server's
+    # array_recv does less than array_in's parsing.
 
     def add(self, conn: Connection, rows: Sequence[tuple[int, str, str]]) -> None:
         """Index ``(rowid, own terms, context)`` rows (new records)."""
@@ -81,13 +85,13 @@ class LexicalIndex:
             postings.extend(more)
         conn.execute(
             "INSERT INTO lexical(rowid, terms, context, tokens) "
-            "SELECT * FROM unnest(%s::bigint[], %s::text[], %s::text[], %s::int[])",
+            "SELECT * FROM unnest(%b::bigint[], %b::text[], %b::text[], %b::int[])",
             ([r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows], lengths),
         )
         if postings:
             conn.execute(
                 "INSERT INTO postings(term, rid, tf_own, tf_ctx, doclen) "
-                "SELECT * FROM unnest(%s::text[], %s::bigint[], %s::int[], %s::int[], %s::int[])",
+                "SELECT * FROM unnest(%b::text[], %b::bigint[], %b::int[], %b::int[], %b::int[])",
                 tuple(list(col) for col in zip(*postings, strict=True)),
             )
         conn.execute(
@@ -114,7 +118,7 @@ class LexicalIndex:
         terms = sorted(seen)
         conn.execute(
             "INSERT INTO term_stats(term, docs, max_own, max_ctx, min_len) SELECT * FROM "
-            "unnest(%s::text[], %s::bigint[], %s::int[], %s::int[], %s::int[]) "
+            "unnest(%b::text[], %b::bigint[], %b::int[], %b::int[], %b::int[]) "
             "ON CONFLICT (term) DO UPDATE SET docs = term_stats.docs + excluded.docs, "
             "max_own = GREATEST(term_stats.max_own, excluded.max_own), "
             "max_ctx = GREATEST(term_stats.max_ctx, excluded.max_ctx), "
@@ -146,7 +150,7 @@ class LexicalIndex:
         if changed:
             conn.execute(
                 "INSERT INTO scope_terms(scope, term, docs) SELECT * FROM "
-                "unnest(%s::text[], %s::text[], %s::int[]) ON CONFLICT (scope, term) "
+                "unnest(%b::text[], %b::text[], %b::int[]) ON CONFLICT (scope, term) "
                 "DO UPDATE SET docs = scope_terms.docs + excluded.docs",
                 ([c[0] for c in changed], [c[1] for c in changed], [c[2] for c in changed]),
             )
@@ -154,14 +158,14 @@ class LexicalIndex:
             if gone:
                 conn.execute(
                     "DELETE FROM scope_terms WHERE (scope, term) IN (SELECT * FROM "
-                    "unnest(%s::text[], %s::text[])) AND docs <= 0",
+                    "unnest(%b::text[], %b::text[])) AND docs <= 0",
                     ([g[0] for g in gone], [g[1] for g in gone]),
                 )
         sizes = [(s, d, n) for s, (d, n) in deltas.sizes.items() if d or n]
         if sizes:
             conn.execute(
                 "INSERT INTO scope_sizes(scope, docs, tokens) SELECT * FROM "
-                "unnest(%s::text[], %s::int[], %s::bigint[]) ON CONFLICT (scope) DO UPDATE "
+                "unnest(%b::text[], %b::int[], %b::bigint[]) ON CONFLICT (scope) DO UPDATE "
                 "SET docs = scope_sizes.docs + excluded.docs, "
                 "tokens = scope_sizes.tokens + excluded.tokens",
                 ([z[0] for z in sizes], [z[1] for z in sizes], [z[2] for z in sizes]),

@@ -18,10 +18,6 @@ UPDATE_SEALED = (
     + ", ".join(f"{c}=%s" for c in SEALED if c != "knowledge_id")
     + ", body=%s, seal=%s WHERE rowid=%s"
 )
-INSERT_SEALED = (
-    "INSERT INTO records(rowid, "
-    + ", ".join(SEALED)
-    + ", body, seal) VALUES ("
-    + ",".join(["%s"] * (len(SEALED) + 3))
-    + ")"
-)
+# The head of a multi-row insert (``database.insert_rows``): rowid, the sealed columns,
+# body, seal.
+INSERT_SEALED = "INSERT INTO records(rowid, " + ", ".join(SEALED) + ", body, seal) VALUES "

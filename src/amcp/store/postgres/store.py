@@ -90,14 +90,17 @@ class PostgresStore:
         listen: bool = True,
         prune_from: int = 2_000,
         hnsw: bool = False,
+        prepare: bool = True,
     ) -> None:
         """``prune_from``: the matches in all (the query terms' document counts summed)
         from which lexical ranking skips the rows that cannot make the page
         (``bm25.essential``); below it every match is ranked. ``hnsw``: keep pgvector's
         HNSW index, and recall asks it (``Capabilities.vector_search``) instead of building
-        its in-process index from every vector (``vectors``)."""
+        its in-process index from every vector (``vectors``). ``prepare``: server-side
+        prepared statements (``Database``); False behind a transaction-pooling proxy that
+        cannot keep them."""
         self.keyring = keyring
-        self._db = Database(dsn, pool_size=pool_size, timeout_s=timeout_s)
+        self._db = Database(dsn, pool_size=pool_size, timeout_s=timeout_s, prepare=prepare)
         self.where = self._db.where
         _bootstrap(dsn, self.where, timeout_s)
         self._db.open()

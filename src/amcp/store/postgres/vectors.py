@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from amcp.store import sqlite_census as census
 from amcp.store.base import RecordFilter
 from amcp.store.postgres.changes import HeadDelta
-from amcp.store.postgres.database import Connection, Database, get_meta, put_meta
+from amcp.store.postgres.database import Connection, Database, get_meta, insert_rows, put_meta
 from amcp.store.postgres.verified import RowVerifier
 from amcp.store.sqlfilter import where_clause
 from amcp.store.sqlite_rows import ROWID
@@ -96,6 +96,7 @@ class VectorSource:
             if memory_mb is not None:
                 conn.execute("SELECT set_config('maintenance_work_mem', %s, true)",
                              (f"{int(memory_mb)}MB",))
+            self._db.leave_pipeline()  # DDL: see ``Database.__init__``
             ensure_hnsw(conn, dim, m=m, ef_construction=ef_construction)
         self._hnsw_dim = dim
 
@@ -105,6 +106,7 @@ class VectorSource:
         """``ensure_hnsw`` once per dimension seen by this process (a query per put
         otherwise); a dimension changed by a peer is seen at the next new dimension here."""
         if self._hnsw and self._hnsw_dim != dim:
+            self._db.leave_pipeline()  # DDL: see ``Database.__init__``
             ensure_hnsw(conn, dim)
             self._hnsw_dim = dim
 
@@ -113,11 +115,8 @@ class VectorSource:
         if not rows:
             return
         self._index_for(conn, len(rows[0][1]))
-        with conn.cursor(binary=True) as cur:
-            cur.executemany(
-                "INSERT INTO vectors(rowid, vec) VALUES (%s, %s)",
-                [(rowid, as_vector(v)) for rowid, v in rows],
-            )
+        insert_rows(conn, "INSERT INTO vectors(rowid, vec) VALUES ",
+                    [(rowid, as_vector(v)) for rowid, v in rows])
         self._delta.count(census.VECTORS, len(rows))
 
     def set(self, conn: Connection, rowid: int, vector: np.ndarray) -> None:

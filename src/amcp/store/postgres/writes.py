@@ -24,7 +24,7 @@ from amcp.store import termstats
 from amcp.store.base import ChangeOp, PutItem, PutResult
 from amcp.store.postgres.access import AccessLog
 from amcp.store.postgres.changes import ChangeLog
-from amcp.store.postgres.database import Connection
+from amcp.store.postgres.database import Connection, insert_rows
 from amcp.store.postgres.lexical import LexicalIndex
 from amcp.store.postgres.rows import GET_BY_ID, GET_MANY, INSERT_SEALED, UPDATE_SEALED
 from amcp.store.postgres.vectors import VectorSource
@@ -171,8 +171,7 @@ class RecordWrites:
 
     def _write(self, conn: Connection, batch: _Batch) -> None:
         self._log.write_changes(conn, batch.changes)
-        with conn.cursor() as cur:
-            cur.executemany(INSERT_SEALED, batch.records)
+        insert_rows(conn, INSERT_SEALED, batch.records)
         delta = self._log.delta
         for key, table, cols, rows in (
             (census.SCOPES, "record_scopes", "rid, scope", list(dict.fromkeys(batch.scopes))),
@@ -185,7 +184,7 @@ class RecordWrites:
             types = ["bigint", "text", "text"][: len(rows[0])]
             conn.execute(
                 f"INSERT INTO {table}({cols}) SELECT * FROM unnest("
-                + ", ".join(f"%s::{t}[]" for t in types)
+                + ", ".join(f"%b::{t}[]" for t in types)  # binary arrays: see ``lexical``
                 + ") ON CONFLICT DO NOTHING",
                 tuple(list(c) for c in zip(*rows, strict=True)),
             )
@@ -243,7 +242,7 @@ class RecordWrites:
             values = tombstone(knowledge_id, hlc=hlc, reason=reason, seq=seq, now=time.time())
             rowid = self._log.delta.next_rowid()
             seal = self._sealer.seal(rowid, values, None)
-            conn.execute(INSERT_SEALED, (rowid, *values, None, seal))
+            insert_rows(conn, INSERT_SEALED, [(rowid, *values, None, seal)])
             self._log.delta.resealed(None, seal, rows=1)
             self._log.delta.count(census.LIFECYCLE + Lifecycle.PURGED.value)
         return True
