@@ -195,7 +195,9 @@ def through_node(amcp: list[str], env: dict[str, str], store: str, repeats: int)
                 web.post("/v1/recall", json={"query": f"Carol's editor {i}?", "k": 5})
                 http_recall.append((time.perf_counter() - t1) * 1000)
     finally:
-        node.send_signal(signal.SIGINT)
+        # SIGTERM, as a service manager stops it: a bench started in the background by a
+        # shell without job control runs with SIGINT ignored, and the node honours that.
+        node.send_signal(signal.SIGTERM)
         node.communicate(timeout=60)
     return {
         "serve_ready_s": round(ready_s, 2),
