@@ -91,3 +91,57 @@ def test_the_copy_is_keyed_by_the_runtime_version(tmp_path: Path) -> None:
     assert onnxserve.serving_dir(graph, "1.33.0") != here  # fused operators may change
     assert onnxserve.serving_dir(tmp_path / "other.onnx", "1.32.0") != here
     assert onnxserve.serving_dir(graph).parent == tmp_path  # the installed runtime's
+
+
+# A child that opens one session, on a one-node graph, with HOME (where onnxruntime keeps
+# its telemetry queue) in a temporary directory and none of the CI variables that make
+# onnxruntime suppress telemetry by itself: the opt-out must be amcp's, not the CI's.
+_OPEN_SESSION = """
+import sys
+import onnx
+from onnx import TensorProto, helper
+graph = helper.make_graph(
+    [helper.make_node("Identity", ["x"], ["y"])], "g",
+    [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])],
+    [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])])
+onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), sys.argv[2])
+if sys.argv[1] == "amcp":
+    from amcp.retrieval.onnxserve import load_onnxruntime
+    ort = load_onnxruntime()
+else:
+    import onnxruntime as ort
+ort.InferenceSession(sys.argv[2], providers=["CPUExecutionProvider"])
+"""
+
+
+def _telemetry_dir_after(tmp_path: Path, how: str) -> Path:
+    import os
+    import subprocess
+    import sys
+
+    home = tmp_path / how
+    home.mkdir()
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("CI", "TF_BUILD", "GITHUB_ACTIONS", onnxserve.TELEMETRY_ENV)}
+    env.update(HOME=str(home), XDG_CACHE_HOME=str(home / ".cache"))
+    subprocess.run([sys.executable, "-c", _OPEN_SESSION, how, str(home / "g.onnx")],
+                   env=env, check=True, timeout=120)
+    return home / ".cache" / "Microsoft" / "DeveloperTools"
+
+
+def test_onnxruntime_is_loaded_with_its_telemetry_off(tmp_path: Path) -> None:
+    import onnxruntime as ort
+
+    assert not _telemetry_dir_after(tmp_path, "amcp").exists()
+    # The control: onnxruntime imported plainly does queue telemetry on this version (1.29
+    # added it on Linux), so the check above can see it.
+    if tuple(int(p) for p in ort.__version__.split(".")[:2]) >= (1, 29):
+        assert _telemetry_dir_after(tmp_path, "plain").exists()
+
+
+def test_a_users_own_telemetry_setting_is_kept(monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+
+    monkeypatch.setenv(onnxserve.TELEMETRY_ENV, "0")
+    onnxserve.load_onnxruntime()
+    assert os.environ[onnxserve.TELEMETRY_ENV] == "0"

@@ -315,8 +315,7 @@ class _OnnxSession:
     name = "onnx"
 
     def __init__(self, path: Path, threads: int | None, *, prepared: bool = False) -> None:
-        import onnxruntime as ort  # type: ignore[import-untyped]  # ships no stubs
-
+        ort = onnxserve.load_onnxruntime()
         opts = session_options(threads or (os.cpu_count() or 1), prepared=prepared)
         self._sess = ort.InferenceSession(
             str(path), sess_options=opts, providers=["CPUExecutionProvider"]
@@ -337,7 +336,7 @@ def int8_path(cache_dir: Path | None = None) -> Path:
     """Where the int8 graph is cached: beside its fp32 source, keyed by a hash of that
     source's name (package version, export revision, opset), the onnxruntime version (its
     quantiser and kernels define the result) and the recipe revision."""
-    import onnxruntime as ort
+    ort = onnxserve.load_onnxruntime()
 
     src = onnx_path(cache_dir)
     key = f"{src.name}|onnxruntime {ort.__version__}|q{_QUANT_REVISION}"
@@ -352,6 +351,8 @@ def quantize_onnx(source: Path, target: Path) -> None:
     fp32 ~0.96 instead of ~0.99, measured). Atomic and checked like ``export_onnx``.
     """
     import onnx
+
+    onnxserve.load_onnxruntime()  # the runtime first, with its telemetry off
     from onnxruntime.quantization import QuantType, quantize_dynamic  # type: ignore[import-untyped]
 
     target.parent.mkdir(parents=True, exist_ok=True)

@@ -34,11 +34,30 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-__all__ = ["GRAPH", "prepare", "serving_dir", "session_options"]
+__all__ = [
+    "GRAPH", "TELEMETRY_ENV", "load_onnxruntime", "prepare", "serving_dir", "session_options",
+]
 
 GRAPH = "model.onnx"  # the prepared graph inside its directory; its weights: GRAPH + ".data"
 # Bump when the preparation recipe changes, so stale prepared copies are ignored.
 _SERVE_REVISION = 1
+
+
+# onnxruntime 1.29+ ships 1DS telemetry on Linux and macOS: each process that loads it
+# records a ProcessInfo event (OS, CPU, container, interpreter path) in an offline queue
+# under ~/.cache/Microsoft/DeveloperTools, keeps a device id there, and uploads when it can.
+# amcp promises memory that stays on the machine, so it opts out before the runtime starts
+# (the variable is read once, at initialisation); a user who sets it keeps their value.
+TELEMETRY_ENV = "ORT_DISABLE_TELEMETRY"
+
+
+def load_onnxruntime() -> Any:
+    """The ``onnxruntime`` module, imported with its telemetry off (``TELEMETRY_ENV``).
+    Every use of onnxruntime in amcp imports it through here."""
+    os.environ.setdefault(TELEMETRY_ENV, "1")
+    import onnxruntime as ort  # type: ignore[import-untyped]  # ships no stubs
+
+    return ort
 
 
 def serving_dir(graph: Path, runtime: str | None = None) -> Path:
@@ -46,9 +65,7 @@ def serving_dir(graph: Path, runtime: str | None = None) -> Path:
     graph's name (which carries its own version and revision), the onnxruntime version
     (``runtime``, default: the installed one) and this recipe's revision."""
     if runtime is None:
-        import onnxruntime as ort  # type: ignore[import-untyped]  # ships no stubs
-
-        runtime = str(ort.__version__)
+        runtime = str(load_onnxruntime().__version__)
     key = f"{graph.name}|onnxruntime {runtime}|s{_SERVE_REVISION}"
     digest = hashlib.sha256(key.encode()).hexdigest()[:16]
     return graph.with_name(f"{graph.stem}-serve-{digest}")
@@ -57,7 +74,7 @@ def serving_dir(graph: Path, runtime: str | None = None) -> Path:
 def session_options(threads: int, *, prepared: bool) -> Any:
     """The session options for one graph: ``threads`` intra-op threads, no spinning; no
     optimiser when the graph is a prepared copy (it already is optimised)."""
-    import onnxruntime as ort
+    ort = load_onnxruntime()
 
     opts = ort.SessionOptions()
     # One query is a chain of small matmuls: intra-op threads = cores helps, inter-op
@@ -82,8 +99,7 @@ def prepare(graph: Path, target: Path, check: Callable[[Path], None]) -> None:
     ``target`` and renamed into place; of two concurrent preparers the first rename wins and
     the other's copy (identical) is discarded.
     """
-    import onnxruntime as ort
-
+    ort = load_onnxruntime()
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=target.name + ".", suffix=".tmp", dir=target.parent))
     try:
