@@ -1,7 +1,8 @@
 """``amcp hooks install codex | gemini | opencode | protocol``: the other coding agents.
 
-Registered on ``hooks install`` (``amcp.cli.hooks_cmd.install_app``) when the app imports
-this module. The composition root: reads ``CODEX_HOME`` and ``AMCP_HOME`` here.
+Registered on ``hooks install`` (``amcp.cli.hooks_cmd.install_app``) when this module is
+imported: ``amcp.cli.commands`` lists it as ``also`` of the ``hooks`` group. The
+composition root: reads ``CODEX_HOME`` and ``AMCP_HOME`` here.
 """
 
 from __future__ import annotations

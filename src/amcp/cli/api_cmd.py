@@ -1,10 +1,6 @@
 """``amcp mcp`` (MCP over stdio) and ``amcp http`` (HTTP API + MCP over streamable HTTP).
 
-Register in ``amcp.cli.app``::
-
-    from amcp.cli.api_cmd import http, mcp
-    app.command("mcp")(mcp)
-    app.command("http")(http)
+Listed in ``amcp.cli.commands`` (``mcp``, ``http``).
 
 ``python -m amcp.cli.api_cmd mcp --store ...`` runs the same commands standalone.
 """

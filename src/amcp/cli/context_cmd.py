@@ -1,6 +1,6 @@
 """``amcp context | outcome | signal | event``: the CSE and evolution commands.
 
-Plain functions; the app registers them (``app.command("context")(context)``, ...).
+Plain functions, listed in ``amcp.cli.commands``.
 """
 
 from __future__ import annotations

@@ -3,7 +3,8 @@
 Claude Code runs a hook as a new process per event, and importing Typer and rich costs
 more than a hook may spend in total. So the script's entry looks at its arguments first:
 ``amcp hook <event>`` goes straight to the lean hook entry (``amcp.agent.hooks``); every
-other command (and ``amcp hook --help``) goes to the Typer app as before.
+other command (and ``amcp hook --help``) goes to the Typer tree, which builds only the
+command invoked (``amcp.cli.lazy``).
 """
 
 from __future__ import annotations
@@ -20,9 +21,9 @@ def main() -> None:
         from amcp.agent.hooks.__main__ import main as hook_main
 
         sys.exit(hook_main(args[1:]))
-    from amcp.cli.app import main as app_main
+    from amcp.cli.lazy import main as cli_main
 
-    app_main()
+    cli_main()
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """``amcp list``: the records of a store, newest first, filtered the way people ask.
 
-Registered in ``amcp.cli.app`` with ``app.command("list")(list_cmd)``.
+Listed in ``amcp.cli.commands`` as ``list``.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """``amcp peers``: who this node replicates with — state, lag, last error, counters.
 
 Asks the running node (HEALTH_CHECK over AMCP; a local caller gets the sync status board,
-docs/replication.md). Registered in ``amcp.cli.app`` with ``app.command("peers")(peers)``.
+docs/replication.md). Listed in ``amcp.cli.commands`` as ``peers``.
 """
 
 from __future__ import annotations

@@ -1,9 +1,6 @@
 """``amcp serve`` (run the node) and ``amcp trust anchor|issue|show`` (its certificates).
 
-Register in ``amcp.cli.app``::
-
-    from amcp.cli.serve_cmd import serve, trust_app
-    app.command()(serve); app.add_typer(trust_app, name="trust")
+Listed in ``amcp.cli.commands`` (``serve``, and ``trust`` as a group).
 """
 
 from __future__ import annotations

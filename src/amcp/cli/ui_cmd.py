@@ -1,9 +1,6 @@
 """``amcp ui``: open the web inspector of the node serving a store.
 
-Register in ``amcp.cli.app``::
-
-    from amcp.cli.ui_cmd import ui
-    app.command("ui")(ui)
+Listed in ``amcp.cli.commands`` (``ui``).
 
 The inspector is part of the HTTP app, so ``amcp serve`` and ``amcp http`` both serve it at
 ``/ui``; this command only finds it. ``amcp serve`` writes where it listens into the
