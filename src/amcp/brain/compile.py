@@ -35,6 +35,7 @@ from amcp.brain.entries import (
     KIND_ORDER,
     Entry,
     Static,
+    StaticRow,
     entry_of,
     iso_utc,
     iter_entries,
@@ -321,9 +322,10 @@ def compile_brain(mem: Memory, directory: Path, *, now: float | None = None) -> 
     )
 
 
-def load_cache(directory: Path) -> dict[str, Static]:
-    """The compile cache (``entries.Static`` by id). A cache that does not decode is
-    ignored whole: every body is then read again, which gives the same output."""
+def load_cache(directory: Path) -> dict[str, StaticRow]:
+    """The compile cache (``entries.StaticRow`` by id). A cache that does not decode is
+    ignored whole, as is one whose rows have another width: every body is then read again,
+    which gives the same output."""
     import msgpack
 
     try:
@@ -331,12 +333,15 @@ def load_cache(directory: Path) -> dict[str, Static]:
         # GC (CPython stops tracking such tuples), which a list of 100k lists was.
         rows = msgpack.unpackb((directory / CACHE_FILE).read_bytes(), raw=False,
                                use_list=False)
-        return {row[0]: Static.from_row(row[1:]) for row in rows}
+        width = len(Static.__slots__) + 1  # the id, then the fields
+        if any(len(row) != width for row in rows):
+            return {}  # another layout (an older amcp's cache)
+        return {row[0]: row[1:] for row in rows}
     except (OSError, ValueError, TypeError, IndexError, msgpack.UnpackException):
         return {}
 
 
-def save_cache(directory: Path, cache: dict[str, Static], live: set[str], *,
+def save_cache(directory: Path, cache: dict[str, StaticRow], live: set[str], *,
                changed: bool) -> None:
     """Rewrite the cache when it gained entries or holds ids the store no longer has —
     a purged record's text must not outlive it here."""
@@ -344,7 +349,7 @@ def save_cache(directory: Path, cache: dict[str, Static], live: set[str], *,
 
     if not changed and not set(cache) - live:
         return
-    rows = [(kid, *cache[kid].to_row()) for kid in sorted(live & set(cache))]
+    rows = [(kid, *cache[kid]) for kid in sorted(live & set(cache))]
     write_atomic(directory / CACHE_FILE, msgpack.packb(rows, use_bin_type=True))
 
 

@@ -69,15 +69,24 @@ class Static:
     fired: bool
     created_ts: float  # created_at as epoch seconds (parsed once, for decay and ordering)
 
-    def to_row(self) -> tuple[Any, ...]:
-        """The fields in slot order (what the compile cache stores)."""
-        return _STATIC_FIELDS(self)
+    def to_row(self) -> StaticRow:
+        """The fields in slot order: what the compile cache holds and stores."""
+        row: StaticRow = _STATIC_FIELDS(self)
+        return row
 
     @classmethod
     def from_row(cls, row: Sequence[Any]) -> Static:
-        """From ``to_row``'s tuple as decoded (arrays as tuples, so ``scopes`` and ``tags``
-        arrive as the tuples they were). Positional: ~3x cheaper than keywords."""
+        """From ``to_row``'s tuple, as kept or as decoded (arrays as tuples, so ``scopes``
+        and ``tags`` arrive as the tuples they were). Positional: ~3x cheaper than keywords."""
         return cls(*row)
+
+
+# What the compile cache holds per record: a ``Static`` as a plain tuple of strings,
+# numbers and tuples of strings. CPython's cyclic GC stops tracking such a tuple, where a
+# dataclass instance stays tracked for life: a cold 100k-record compile kept 100k Statics
+# beside its 100k entries, and the full collections the growing heap set off walked them
+# all (~1.4 s of GC in a 13 s compile). A ``Static`` is made from its row when it is used.
+StaticRow = tuple[Any, ...]
 
 
 # One C call for every field (a getattr per slot was most of saving a 100k-record cache).
@@ -203,7 +212,7 @@ def entry_of(item: StoredRecord, now: float) -> Entry | None:
     return entry_from(item.knowledge_id, static_of(item.record), item.state, now)
 
 
-def iter_entries(mem: Memory, now: float, cache: dict[str, Static] | None = None
+def iter_entries(mem: Memory, now: float, cache: dict[str, StaticRow] | None = None
                  ) -> Iterator[Entry]:
     """Every unpurged record of the store as an entry (sensitive records come redacted, as
     every read without ``reveal`` does), in no particular order (callers sort).
@@ -211,7 +220,8 @@ def iter_entries(mem: Memory, now: float, cache: dict[str, Static] | None = None
     The states come from one body-less read; bodies are read (and verified by the store)
     only for records ``cache`` does not hold yet, and what they give is added to it. Why a
     cache: reading a body means decoding and re-hashing it, most of a cold 100k-record
-    compile, and a record's content never changes under its id."""
+    compile, and a record's content never changes under its id. ``cache`` holds each
+    ``Static`` as its row (``StaticRow``)."""
     cache = {} if cache is None else cache
     if not cache:  # cold: one walk in store order gives the states and the bodies at once
         yield from _read_all(mem, cache, now)
@@ -222,21 +232,21 @@ def iter_entries(mem: Memory, now: float, cache: dict[str, Static] | None = None
     for row in mem.store.states(ALL_RECORDS, limit=-1):
         if row.state.lifecycle is Lifecycle.PURGED:
             continue
-        static = cache.get(row.knowledge_id)
-        if static is None:
+        kept = cache.get(row.knowledge_id)
+        if kept is None:
             missing.append((row.knowledge_id, row.state))
         else:
-            entries.append(entry_from(row.knowledge_id, static, row.state, now))
+            entries.append(entry_from(row.knowledge_id, Static.from_row(kept), row.state, now))
     if len(missing) > (len(entries) + len(missing)) // 4:  # mostly cold: a walk beats lookups
         yield from _read_all(mem, cache, now)
         return
     _fill(mem, [kid for kid, _ in missing], cache)
-    entries += [entry_from(kid, cache[kid], state, now) for kid, state in missing
-                if kid in cache]
+    entries += [entry_from(kid, Static.from_row(cache[kid]), state, now)
+                for kid, state in missing if kid in cache]
     yield from entries
 
 
-def _read_all(mem: Memory, cache: dict[str, Static], now: float) -> Iterator[Entry]:
+def _read_all(mem: Memory, cache: dict[str, StaticRow], now: float) -> Iterator[Entry]:
     """Every unpurged record read page by page as a verified summary (``Store.summaries``:
     each row's seal checked and body re-hashed, only what a ``Static`` takes parsed), added
     to ``cache``, and its entry. Sensitive records have no summary: they are read through
@@ -248,20 +258,23 @@ def _read_all(mem: Memory, cache: dict[str, Static], now: float) -> Iterator[Ent
         for row in page:
             if row.state.lifecycle is Lifecycle.PURGED:
                 continue
-            static = cache.get(row.knowledge_id)
-            if static is None:
-                if row.summary is None:
-                    sensitive.append((row.knowledge_id, row.state))
-                    continue
-                static = cache[row.knowledge_id] = static_of(row.summary)
+            kept = cache.get(row.knowledge_id)
+            if kept is not None:
+                static = Static.from_row(kept)
+            elif row.summary is None:
+                sensitive.append((row.knowledge_id, row.state))
+                continue
+            else:
+                static = static_of(row.summary)
+                cache[row.knowledge_id] = static.to_row()
             yield entry_from(row.knowledge_id, static, row.state, now)
     _fill(mem, [kid for kid, _ in sensitive], cache)
     for kid, state in sensitive:
-        if (static := cache.get(kid)) is not None:
-            yield entry_from(kid, static, state, now)
+        if (kept := cache.get(kid)) is not None:
+            yield entry_from(kid, Static.from_row(kept), state, now)
 
 
-def _fill(mem: Memory, ids: list[str], cache: dict[str, Static]) -> None:
+def _fill(mem: Memory, ids: list[str], cache: dict[str, StaticRow]) -> None:
     """Add the records ``ids`` to ``cache``, read through ``Memory.list_records`` (verified,
     and redacted when sensitive)."""
     for start in range(0, len(ids), PAGE):
@@ -269,7 +282,7 @@ def _fill(mem: Memory, ids: list[str], cache: dict[str, Static]) -> None:
         flt = RecordFilter(ids=chunk, lifecycles=None, include_expired=True)
         for item in mem.list_records(flt, limit=len(chunk)):
             if item.record is not None:
-                cache[item.knowledge_id] = static_of(item.record)
+                cache[item.knowledge_id] = static_of(item.record).to_row()
 
 
 def sort_key(entry: Entry) -> tuple[int, float, float, str]:
@@ -308,6 +321,7 @@ __all__ = [
     "KIND_ORDER",
     "Entry",
     "Static",
+    "StaticRow",
     "brain_weight",
     "entry_from",
     "entry_of",
