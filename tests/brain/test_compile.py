@@ -231,3 +231,20 @@ def test_summaries_give_the_entries_whole_records_give(brain_mem: Memory,
     compile_brain(brain_mem, tmp_path / "cold", now=NOW)  # warm: from the cache
     compile_brain(brain_mem, tmp_path / "again", now=NOW)
     assert files_of(tmp_path / "cold") == files_of(tmp_path / "again")
+
+
+def test_the_static_row_width_is_the_rows() -> None:
+    import typing
+
+    from amcp.brain.entries import STATIC_WIDTH, StaticRow
+
+    assert len(typing.get_args(StaticRow)) == STATIC_WIDTH
+
+
+def test_a_cache_of_another_layout_is_ignored(tmp_path: Path) -> None:
+    import msgpack
+
+    from amcp.brain.compile import CACHE_FILE, load_cache
+
+    (tmp_path / CACHE_FILE).write_bytes(msgpack.packb([("K-1", "region", "place")]))
+    assert load_cache(tmp_path) == {}

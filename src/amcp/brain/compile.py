@@ -33,8 +33,8 @@ from typing import TYPE_CHECKING
 
 from amcp.brain.entries import (
     KIND_ORDER,
+    STATIC_WIDTH,
     Entry,
-    Static,
     StaticRow,
     entry_of,
     iso_utc,
@@ -315,7 +315,7 @@ def compile_brain(mem: Memory, directory: Path, *, now: float | None = None) -> 
     }
     files[STATE_FILE] = (json.dumps(state, indent=1, sort_keys=True) + "\n").encode()
     removed = publish(directory, files, owned=owned, last=STATE_FILE)
-    save_cache(directory, cache, {e.knowledge_id for e in entries}, changed=len(cache) != known)
+    save_cache(directory, cache, [e.knowledge_id for e in entries], changed=len(cache) != known)
     return CompileReport(
         directory, len(entries), len(regions), len(files["INDEX.md"]), watermark, compiled_at,
         tuple(sorted(files)), tuple(removed), (time.perf_counter() - started) * 1000,
@@ -333,23 +333,24 @@ def load_cache(directory: Path) -> dict[str, StaticRow]:
         # GC (CPython stops tracking such tuples), which a list of 100k lists was.
         rows = msgpack.unpackb((directory / CACHE_FILE).read_bytes(), raw=False,
                                use_list=False)
-        width = len(Static.__slots__) + 1  # the id, then the fields
-        if any(len(row) != width for row in rows):
+        if any(len(row) != STATIC_WIDTH + 1 for row in rows):  # the id, then the fields
             return {}  # another layout (an older amcp's cache)
         return {row[0]: row[1:] for row in rows}
     except (OSError, ValueError, TypeError, IndexError, msgpack.UnpackException):
         return {}
 
 
-def save_cache(directory: Path, cache: dict[str, StaticRow], live: set[str], *,
+def save_cache(directory: Path, cache: dict[str, StaticRow], live: Sequence[str], *,
                changed: bool) -> None:
     """Rewrite the cache when it gained entries or holds ids the store no longer has —
-    a purged record's text must not outlive it here."""
+    a purged record's text must not outlive it here. ``live``: the store's ids, sorted
+    (the compile's entries are), which is the cache file's order."""
     import msgpack
 
-    if not changed and not set(cache) - live:
+    kept = [kid for kid in live if kid in cache]
+    if not changed and len(kept) == len(cache):
         return
-    rows = [(kid, *cache[kid]) for kid in sorted(live & set(cache))]
+    rows = [(kid, *cache[kid]) for kid in kept]
     write_atomic(directory / CACHE_FILE, msgpack.packb(rows, use_bin_type=True))
 
 

@@ -16,11 +16,10 @@ disagree about which region a memory is in or what weight it carries.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import lru_cache
-from operator import attrgetter
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from amcp.amf.record import AMFRecord, DecayModel
 from amcp.amf.summary import RecordSummary
@@ -47,55 +46,38 @@ _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 ALL_RECORDS = RecordFilter(lifecycles=None, include_expired=True)
 
 
-@dataclass(frozen=True, slots=True)
-class Static:
-    """What the brain derives from a record's immutable content (so it can be cached by
-    knowledge id: the id is the content's hash, an entry never goes stale)."""
-
-    region: str
-    place: str
-    kind: str
-    title: str
-    text: str
-    type: str
-    scopes: tuple[str, ...]
-    tags: tuple[str, ...]
-    created_at: str
-    created_by: str
-    supersedes: str | None
-    confidence: float
-    decay: str
-    half_life: float | None
-    fired: bool
-    created_ts: float  # created_at as epoch seconds (parsed once, for decay and ordering)
-
-    def to_row(self) -> StaticRow:
-        """The fields in slot order: what the compile cache holds and stores."""
-        row: StaticRow = _STATIC_FIELDS(self)
-        return row
-
-    @classmethod
-    def from_row(cls, row: Sequence[Any]) -> Static:
-        """From ``to_row``'s tuple, as kept or as decoded (arrays as tuples, so ``scopes``
-        and ``tags`` arrive as the tuples they were). Positional: ~3x cheaper than keywords."""
-        return cls(*row)
-
-
-# What the compile cache holds per record: a ``Static`` as a plain tuple of strings,
-# numbers and tuples of strings. CPython's cyclic GC stops tracking such a tuple, where a
-# dataclass instance stays tracked for life: a cold 100k-record compile kept 100k Statics
-# beside its 100k entries, and the full collections the growing heap set off walked them
-# all (~1.4 s of GC in a 13 s compile). A ``Static`` is made from its row when it is used.
-StaticRow = tuple[Any, ...]
-
-
-# One C call for every field (a getattr per slot was most of saving a 100k-record cache).
-_STATIC_FIELDS = attrgetter(*Static.__slots__)
+# What the brain derives from a record's immutable content, so it can be cached by
+# knowledge id (the id is the content's hash: an entry never goes stale). A plain tuple,
+# not a dataclass: the compile cache holds one per record, and CPython's cyclic GC stops
+# tracking a tuple of strings, numbers and tuples of strings, where a dataclass instance
+# stays tracked for life. A cold 100k-record compile kept 100k of them beside its 100k
+# entries, and the full collections the growing heap set off walked them all: 1.71M
+# objects walked, 1.15M as rows (bench/brain_compile.py's store). The row is also what
+# the cache file stores, as it is.
+StaticRow = tuple[
+    str,  # region
+    str,  # place
+    str,  # kind (AMP)
+    str,  # title
+    str,  # text
+    str,  # type
+    tuple[str, ...],  # scopes
+    tuple[str, ...],  # tags
+    str,  # created_at
+    str,  # created_by
+    str | None,  # supersedes
+    float,  # confidence
+    str,  # decay (model type)
+    float | None,  # half_life (days)
+    bool,  # fired (an event-triggered decay's event happened)
+    float,  # created_ts: created_at as epoch seconds (parsed once, for decay and ordering)
+]
+STATIC_WIDTH = 16  # the fields of a StaticRow (a test checks the two agree)
 
 
 @dataclass(frozen=True, slots=True)
 class Entry:
-    """One record as the brain shows it: its ``Static`` part plus its state at ``now``."""
+    """One record as the brain shows it: its ``StaticRow`` plus its state at ``now``."""
 
     knowledge_id: str
     region: str
@@ -145,31 +127,31 @@ def one_line(text: str, limit: int) -> str:
     return flat if len(flat) <= limit else flat[: limit - 1].rstrip() + "…"
 
 
-def static_of(record: AMFRecord | RecordSummary) -> Static:
+def static_of(record: AMFRecord | RecordSummary) -> StaticRow:
     model = decay_model_of(record)
     scopes = tuple(record.meta.project_scope)
     text = record.text
-    return Static(
-        region=safe_name(scopes[0]),
-        place=safe_name(record.kind or "general", "general"),
-        kind=amp_kind(record),
-        title=one_line(text, TITLE_CHARS),
-        text=text,
-        type=record.type.value,
-        scopes=scopes,
-        tags=tuple(record.tags),
-        created_at=record.meta.created_at,
-        created_by=record.meta.created_by,
-        supersedes=record.causal.supersedes if record.causal else None,
-        confidence=record.core.confidence,
-        decay=model.type.value,
-        half_life=model.half_life_days,
-        fired=event_fired(record),
-        created_ts=parse_ts(record.meta.created_at).timestamp(),
+    return (
+        safe_name(scopes[0]),
+        safe_name(record.kind or "general", "general"),
+        amp_kind(record),
+        one_line(text, TITLE_CHARS),
+        text,
+        record.type.value,
+        scopes,
+        tuple(record.tags),
+        record.meta.created_at,
+        record.meta.created_by,
+        record.causal.supersedes if record.causal else None,
+        record.core.confidence,
+        model.type.value,
+        model.half_life_days,
+        event_fired(record),
+        parse_ts(record.meta.created_at).timestamp(),
     )
 
 
-def brain_weight(static: Static, state: RecordState, now: float) -> tuple[float, bool]:
+def brain_weight(static: StaticRow, state: RecordState, now: float) -> tuple[float, bool]:
     """(weight, archived) of a record at ``now``: the AMP compiler's rule on our state.
 
     * a lifefact is pinned at 1.0 and never archived (AMP Rule 12);
@@ -179,15 +161,16 @@ def brain_weight(static: Static, state: RecordState, now: float) -> tuple[float,
       decayed by age under the record's decay model and moved by the trust weight learned
       from outcomes (+0.30 / −0.20 per round) — archived below 0.10.
     """
-    if static.kind == PINNED:
+    kind, confidence, decay, half_life, fired, created_ts = static[2], *static[11:]
+    if kind == PINNED:
         return 1.0, False
     if state.lifecycle is not Lifecycle.ACTIVE or state.superseded_by:
         return 0.0, True
     # decay.view_of's effective confidence, from the same two functions it uses (the full
     # view also builds floors and a status the brain does not show: a third of the cost).
-    model = _model(static.decay, static.half_life)
-    factor = time_factor(model, max(0.0, (now - static.created_ts) / DAY), fired=static.fired)
-    weight = round(trust(static.confidence * factor, state.weight), 6)
+    model = _model(decay, half_life)
+    factor = time_factor(model, max(0.0, (now - created_ts) / DAY), fired=fired)
+    weight = round(trust(confidence * factor, state.weight), 6)
     return weight, weight < ARCHIVE_BELOW
 
 
@@ -196,13 +179,13 @@ def _model(decay: str, half_life: float | None) -> DecayModel:
     return DecayModel(DecayType(decay), half_life)
 
 
-def entry_from(kid: str, static: Static, state: RecordState, now: float) -> Entry:
+def entry_from(kid: str, static: StaticRow, state: RecordState, now: float) -> Entry:
     weight, archived = brain_weight(static, state, now)
-    st = static
-    return Entry(kid, st.region, st.place, st.kind, st.title, st.text, st.type, st.scopes,
-                 st.tags, st.created_at, st.created_by, st.supersedes, state.lifecycle.value,
-                 weight, round(state.weight, 6), archived, state.hlc, state.superseded_by,
-                 state.sensitive, st.created_ts)
+    (region, place, kind, title, text, type_, scopes, tags, created_at, created_by,
+     supersedes, _, _, _, _, created_ts) = static
+    return Entry(kid, region, place, kind, title, text, type_, scopes, tags, created_at,
+                 created_by, supersedes, state.lifecycle.value, weight, round(state.weight, 6),
+                 archived, state.hlc, state.superseded_by, state.sensitive, created_ts)
 
 
 def entry_of(item: StoredRecord, now: float) -> Entry | None:
@@ -220,8 +203,7 @@ def iter_entries(mem: Memory, now: float, cache: dict[str, StaticRow] | None = N
     The states come from one body-less read; bodies are read (and verified by the store)
     only for records ``cache`` does not hold yet, and what they give is added to it. Why a
     cache: reading a body means decoding and re-hashing it, most of a cold 100k-record
-    compile, and a record's content never changes under its id. ``cache`` holds each
-    ``Static`` as its row (``StaticRow``)."""
+    compile, and a record's content never changes under its id."""
     cache = {} if cache is None else cache
     if not cache:  # cold: one walk in store order gives the states and the bodies at once
         yield from _read_all(mem, cache, now)
@@ -236,19 +218,19 @@ def iter_entries(mem: Memory, now: float, cache: dict[str, StaticRow] | None = N
         if kept is None:
             missing.append((row.knowledge_id, row.state))
         else:
-            entries.append(entry_from(row.knowledge_id, Static.from_row(kept), row.state, now))
+            entries.append(entry_from(row.knowledge_id, kept, row.state, now))
     if len(missing) > (len(entries) + len(missing)) // 4:  # mostly cold: a walk beats lookups
         yield from _read_all(mem, cache, now)
         return
     _fill(mem, [kid for kid, _ in missing], cache)
-    entries += [entry_from(kid, Static.from_row(cache[kid]), state, now)
-                for kid, state in missing if kid in cache]
+    entries += [entry_from(kid, cache[kid], state, now) for kid, state in missing
+                if kid in cache]
     yield from entries
 
 
 def _read_all(mem: Memory, cache: dict[str, StaticRow], now: float) -> Iterator[Entry]:
     """Every unpurged record read page by page as a verified summary (``Store.summaries``:
-    each row's seal checked and body re-hashed, only what a ``Static`` takes parsed), added
+    each row's seal checked and body re-hashed, only what a ``StaticRow`` takes parsed), added
     to ``cache``, and its entry. Sensitive records have no summary: they are read through
     ``Memory`` (which redacts them, as every read without ``reveal`` does) at the end."""
     after: str | None = None
@@ -258,20 +240,17 @@ def _read_all(mem: Memory, cache: dict[str, StaticRow], now: float) -> Iterator[
         for row in page:
             if row.state.lifecycle is Lifecycle.PURGED:
                 continue
-            kept = cache.get(row.knowledge_id)
-            if kept is not None:
-                static = Static.from_row(kept)
-            elif row.summary is None:
-                sensitive.append((row.knowledge_id, row.state))
-                continue
-            else:
-                static = static_of(row.summary)
-                cache[row.knowledge_id] = static.to_row()
+            static = cache.get(row.knowledge_id)
+            if static is None:
+                if row.summary is None:
+                    sensitive.append((row.knowledge_id, row.state))
+                    continue
+                static = cache[row.knowledge_id] = static_of(row.summary)
             yield entry_from(row.knowledge_id, static, row.state, now)
     _fill(mem, [kid for kid, _ in sensitive], cache)
     for kid, state in sensitive:
-        if (kept := cache.get(kid)) is not None:
-            yield entry_from(kid, Static.from_row(kept), state, now)
+        if (static := cache.get(kid)) is not None:
+            yield entry_from(kid, static, state, now)
 
 
 def _fill(mem: Memory, ids: list[str], cache: dict[str, StaticRow]) -> None:
@@ -282,7 +261,7 @@ def _fill(mem: Memory, ids: list[str], cache: dict[str, StaticRow]) -> None:
         flt = RecordFilter(ids=chunk, lifecycles=None, include_expired=True)
         for item in mem.list_records(flt, limit=len(chunk)):
             if item.record is not None:
-                cache[item.knowledge_id] = static_of(item.record).to_row()
+                cache[item.knowledge_id] = static_of(item.record)
 
 
 def sort_key(entry: Entry) -> tuple[int, float, float, str]:
@@ -319,8 +298,8 @@ __all__ = [
     "ALL_RECORDS",
     "ARCHIVE_BELOW",
     "KIND_ORDER",
+    "STATIC_WIDTH",
     "Entry",
-    "Static",
     "StaticRow",
     "brain_weight",
     "entry_from",
