@@ -17,6 +17,9 @@ ALLOWED = {
     # Not configuration: the environment handed on, unchanged, to a child process.
     "agent/hooks/claude_code.py": "a detached writer inherits the hook's environment",
     "brain/gitrepo.py": "git runs with the caller's environment plus two settings",
+    # Written, not read: onnxruntime takes its telemetry opt-out only from the environment,
+    # once, when it starts; setdefault keeps a value the user set.
+    "retrieval/onnxserve.py": "onnxruntime's telemetry opt-out, set before it starts",
 }
 
 

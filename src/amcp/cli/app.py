@@ -13,8 +13,7 @@ from typing import Any
 
 import typer
 
-from amcp.cli.commands import COMMANDS, ROOT_HELP
-from amcp.cli.lazy import register
+from amcp.cli.commands import COMMANDS, ROOT_HELP, register
 from amcp.cli.options import group
 
 app = group(ROOT_HELP, name="amcp")

@@ -9,12 +9,17 @@ One table for both ways the command tree is built:
   all sixteen command modules and build all ~60 commands before running one (issue 20:
   ``remember`` / ``recall`` <= 700 ms as fresh processes).
 
-This module imports nothing heavy; it only names things.
+This module imports only Typer (which every command needs); it names things, and
+``register`` adds one to an app.
 """
 
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass
+from typing import Any
+
+import typer
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,4 +77,21 @@ COMMANDS: tuple[Listed, ...] = (
 
 ROOT_HELP = "amcp — a memory node for AI agents (AMCP 1.0)."
 
-__all__ = ["COMMANDS", "ROOT_HELP", "Listed"]
+def load(listed: Listed) -> Any:
+    """The function or ``typer.Typer`` ``listed`` names (its ``also`` modules first)."""
+    for module in listed.also:
+        importlib.import_module(module)
+    module, _, attribute = listed.target.partition(":")
+    return getattr(importlib.import_module(module), attribute)
+
+
+def register(app: typer.Typer, listed: Listed) -> None:
+    """Add ``listed`` to ``app``: a group with ``add_typer``, a function as a command."""
+    target = load(listed)
+    if isinstance(target, typer.Typer):
+        app.add_typer(target, name=listed.name)
+    else:
+        app.command(listed.name)(target)
+
+
+__all__ = ["COMMANDS", "ROOT_HELP", "Listed", "load", "register"]

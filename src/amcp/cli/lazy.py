@@ -17,33 +17,15 @@ test compares every help page of the two trees.
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import ItemsView, Iterator, MutableMapping, ValuesView
 from typing import Any
 
 import typer
 
-from amcp.cli.commands import COMMANDS, ROOT_HELP, Listed
+from amcp.cli.commands import COMMANDS, ROOT_HELP, Listed, register
 from amcp.cli.options import group
 
-__all__ = ["LazyCommands", "build", "main", "register", "root"]
-
-
-def load(listed: Listed) -> Any:
-    """The function or ``typer.Typer`` ``listed`` names (its ``also`` modules first)."""
-    for module in listed.also:
-        importlib.import_module(module)
-    module, _, attribute = listed.target.partition(":")
-    return getattr(importlib.import_module(module), attribute)
-
-
-def register(app: typer.Typer, listed: Listed) -> None:
-    """Add ``listed`` to ``app``: a group with ``add_typer``, a function as a command."""
-    target = load(listed)
-    if isinstance(target, typer.Typer):
-        app.add_typer(target, name=listed.name)
-    else:
-        app.command(listed.name)(target)
+__all__ = ["LazyCommands", "build", "main", "root"]
 
 
 def build(listed: Listed) -> Any:
