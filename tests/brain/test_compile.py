@@ -233,14 +233,6 @@ def test_summaries_give_the_entries_whole_records_give(brain_mem: Memory,
     assert files_of(tmp_path / "cold") == files_of(tmp_path / "again")
 
 
-def test_the_static_row_width_is_the_rows() -> None:
-    import typing
-
-    from amcp.brain.entries import STATIC_WIDTH, StaticRow
-
-    assert len(typing.get_args(StaticRow)) == STATIC_WIDTH
-
-
 def test_a_cache_of_another_layout_is_ignored(tmp_path: Path) -> None:
     import msgpack
 

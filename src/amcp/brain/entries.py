@@ -19,7 +19,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, get_args
 
 from amcp.amf.record import AMFRecord, DecayModel
 from amcp.amf.summary import RecordSummary
@@ -72,7 +72,7 @@ StaticRow = tuple[
     bool,  # fired (an event-triggered decay's event happened)
     float,  # created_ts: created_at as epoch seconds (parsed once, for decay and ordering)
 ]
-STATIC_WIDTH = 16  # the fields of a StaticRow (a test checks the two agree)
+STATIC_WIDTH = len(get_args(StaticRow))  # its fields (16)
 
 
 @dataclass(frozen=True, slots=True)
