@@ -25,6 +25,7 @@ from amcp.api.http import create_app
 from amcp.node import connect
 from amcp.session import NodeIdentity, NodeType
 from amcp.sync.view import PeerRow
+from amcp.ui.peers import lag_charts
 from amcp.wire import MsgType
 
 T = TypeVar("T")
@@ -127,12 +128,19 @@ def test_a_node_with_no_peers_yet(tmp_path: Path) -> None:
         loop.close()
 
 
+def both_charts(node: Node, label: str) -> bool:
+    charts = [c for c in lag_charts(node.replicator.view()) if c.label == label]
+    return bool(charts) and charts[0].their is not None and charts[0].ours is not None
+
+
 def test_two_nodes_show_each_other_with_state_and_lag(tmp_path: Path) -> None:
     with two_nodes(tmp_path) as (loop, hub, edge):
         kid = loop.run(edge.write(lambda m: m.remember("release on fridays", scope="team:a")))
         loop.run(eventually(lambda: hub.has(kid.knowledge_id)))
+        # Both lag series need two samples of their own (a sample taken before the first
+        # pull has no "we are behind" value), so wait for the charts, not a sample count.
         settle(loop, lambda: (r := row(edge, "hub")).member == "alive" and r.queued is not None
-               and r.queued.records == 0 and len(edge.replicator.view().history) >= 3)
+               and r.queued.records == 0 and both_charts(edge, "hub"))
         html = peers_html(edge)
         peers = html[html.index("<tbody>"):html.index("</tbody>")]
         text = cell_text(peers)
