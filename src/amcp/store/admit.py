@@ -76,6 +76,10 @@ def _row_passes(flt: RecordFilter, v: Sequence[Any]) -> bool:
         return False
     if flt.ids is not None and v[_KID] not in flt.ids:
         return False
+    if flt.id_from is not None and v[_KID] < flt.id_from:
+        return False
+    if flt.id_before is not None and v[_KID] >= flt.id_before:
+        return False
     if flt.scopes is not None:
         wanted = {*flt.scopes, GLOBAL}
         if not any(s in wanted for s in row_scopes(v)):

@@ -133,6 +133,11 @@ class RecordFilter:
     created_before: str | None = None
     subject_prefix: str | None = None
     ids: tuple[str, ...] | None = None
+    # A slice of the id space, id_from <= knowledge_id < id_before (either end open). Ids
+    # are content hashes ("K-" + hex), so hex bounds cut a store into even parts: how a
+    # cold brain compile splits its read over processes (amcp.brain.parts).
+    id_from: str | None = None
+    id_before: str | None = None
     subjects: tuple[str, ...] | None = None  # core.subject is exactly one of these
     events: tuple[str, ...] | None = None  # decay_model.invalidation_events names any of these
     caused_by: tuple[str, ...] | None = None  # causal.caused_by holds any of these ids
@@ -153,6 +158,8 @@ class RecordFilter:
             and self.created_before is None
             and self.subject_prefix is None
             and self.ids is None
+            and self.id_from is None
+            and self.id_before is None
             and self.subjects is None
             and self.events is None
             and self.caused_by is None
@@ -530,7 +537,8 @@ class Store(Protocol):
         self, flt: RecordFilter, *, limit: int = 100, ranked: bool = False
     ) -> list[StateRow]:
         """State rows matching ``flt`` without reading bodies; ``ranked`` orders them by
-        weight (high first), then newest created_at, then knowledge_id — else by rowid."""
+        weight (high first), then newest created_at, then knowledge_id — else by rowid.
+        A negative ``limit`` means all of them."""
         ...
 
     def set_weight(self, knowledge_id: str, weight: float) -> None: ...

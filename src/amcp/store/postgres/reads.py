@@ -126,7 +126,7 @@ class RecordReads:
         with self._db.read() as conn:
             rows = conn.execute(
                 f"SELECT {ROW_COLS} FROM records r WHERE {where} ORDER BY {order} LIMIT %s",
-                [*params, limit],
+                [*params, None if limit < 0 else limit],  # LIMIT NULL: all, as SQLite's -1
             ).fetchall()
         body = needs_body(flt)
         out: list[StateRow] = []
