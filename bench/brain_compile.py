@@ -10,10 +10,14 @@ batches (500 scopes, several kinds and types, 1% superseded, some outcomes and l
 and cached under /tmp; ``--rebuild`` makes it again.
 
     .venv/bin/python bench/brain_compile.py [--records 100000] [--rebuild] [--runs 3]
-        [--reference DIR]
+        [--reference DIR] [--workers auto,0]
 
 Each run: a cold compile into a fresh directory, then a warm one into the same directory;
-CPU (this process's user+sys) and wall time of each, with the load average, and medians.
+CPU (user+sys of this process and of the worker processes it waited for) and wall time of
+each, with the load average, and medians. ``--workers`` lists the settings compared (one
+cold compile each per run, interleaved, so a slow minute of this shared machine hits them
+alike): ``auto`` is the default (one worker per spare core), ``0`` the read in one process.
+The first setting's figures are the headline ones.
 ``--reference``: a directory compiled from the same store and ``--now`` by other code (the
 checkout before a change): the output must be byte-identical to it.
 """
@@ -24,6 +28,7 @@ import argparse
 import hashlib
 import os
 import random
+import resource
 import shutil
 import statistics
 import subprocess
@@ -101,12 +106,19 @@ def run(store: Path, out: Path, tz: str, skew: float) -> float:
     return time.perf_counter() - started
 
 
+def _cpu() -> float:
+    """User+sys seconds of this process and of its children waited for (the workers)."""
+    own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(
+        resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+
+
 def timed(compile_once: Callable[[], Any]) -> tuple[tuple[float, float, tuple[float, ...]], Any]:
-    """((wall s, CPU s of this process, load average before), result) of one compile."""
+    """((wall s, CPU s of this process and its workers, load average before), result)."""
     load = os.getloadavg()
-    t, c = time.perf_counter(), time.process_time()
+    t, c = time.perf_counter(), _cpu()
     result = compile_once()
-    return (time.perf_counter() - t, time.process_time() - c, load), result
+    return (time.perf_counter() - t, _cpu() - c, load), result
 
 
 def main() -> None:
@@ -118,7 +130,11 @@ def main() -> None:
     ap.add_argument("--reference", type=Path, default=None,
                     help="a directory compiled from the same store and --now by another "
                          "checkout (the code before a change): compared byte for byte")
+    ap.add_argument("--workers", default="auto,0",
+                    help="comma-separated worker settings for the cold compiles: auto or N")
     args = ap.parse_args()
+    names = args.workers.split(",")
+    settings = [None if w == "auto" else int(w) for w in names]
     store = args.dir / f"store-{args.records}" / "memory.db"
     if args.rebuild or not store.exists():
         t = time.perf_counter()
@@ -127,24 +143,32 @@ def main() -> None:
 
     from amcp.brain.compile import compile_brain
     from amcp.brain.entries import parse_now
+    from amcp.brain.parts import default_workers
     from amcp.memory import Memory
 
     load_before = os.getloadavg()
     # In-process compile time (the target): open the store first, then time the compile.
     # Cold: a fresh directory (every body read and verified by the store); warm: the same
     # directory again (bodies come from the compile cache, states from the store).
-    cold: list[tuple[float, float, tuple[float, ...]]] = []
+    colds: dict[str, list[tuple[float, float, tuple[float, ...]]]] = {n: [] for n in names}
     warm: list[tuple[float, float, tuple[float, ...]]] = []
-    outs = [args.dir / f"inproc-{i}" for i in range(args.runs)]
+    outs = [args.dir / f"inproc-{i}-w{n}" for i in range(args.runs) for n in names]
     for out in outs:
         shutil.rmtree(out, ignore_errors=True)
     with Memory(store, embedder=None, check_embedder=False) as mem:
-        for out in outs:
-            figures, report = timed(lambda out=out: compile_brain(mem, out, now=parse_now(NOW)))
-            cold.append(figures)
+        for i in range(args.runs):
+            for name, workers in zip(names, settings, strict=True):
+                out = args.dir / f"inproc-{i}-w{name}"
+                figures, report = timed(lambda out=out, w=workers: compile_brain(
+                    mem, out, now=parse_now(NOW), workers=w))
+                colds[name].append(figures)
+                print(f"run {i} workers={name}: cold {figures[0]:.2f} s wall, "
+                      f"{figures[1]:.2f} s CPU", flush=True)
+            # warm: the last cold directory again (bodies from its cache, states from the store)
             warm.append(timed(lambda out=out: compile_brain(mem, out, now=parse_now(NOW)))[0])
     first = digest(outs[0])
     same_runs = all(digest(out) == first for out in outs[1:])
+    cold = colds[names[0]]
     # Two "machines": other TZ, clock skewed by +3 days and −5 hours; whole CLI process.
     a = run(store, args.dir / "machine-a", "UTC", 3 * 86400)
     b = run(store, args.dir / "machine-b", "Pacific/Kiritimati", -5 * 3600)
@@ -164,6 +188,8 @@ def main() -> None:
         "records": report.records,
         "regions": report.regions,
         "cold": summary(cold),
+        "cold_by_workers": {name: summary(runs) for name, runs in colds.items()},
+        "workers_default": default_workers(),
         "warm": summary(warm),
         "cli_process_s": [round(a, 3), round(b, 3)],
         "index_bytes": index_bytes,

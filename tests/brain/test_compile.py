@@ -215,7 +215,8 @@ def test_summaries_give_the_entries_whole_records_give(brain_mem: Memory,
     """The cold compile reads verified summaries (``Store.summaries``); each entry must be
     the one the full verified read (``Memory.list_records``, redacted) gives, and the
     sensitive record comes redacted through that read."""
-    from amcp.brain.entries import entry_of, iter_entries
+    from amcp.brain.entries import entry_of
+    from amcp.brain.reading import iter_entries
 
     brain_mem.remember("a signal-free pitfall", scope="project:amcp", type="KT-PITFALL",
                        created_at="2026-11-05T00:00:00Z")

@@ -38,11 +38,11 @@ from amcp.brain.entries import (
     StaticRow,
     entry_of,
     iso_utc,
-    iter_entries,
     one_line,
     sort_key,
 )
 from amcp.brain.files import publish, sha256, write_atomic
+from amcp.brain.reading import iter_entries
 from amcp.store.base import ChangeOp, RecordFilter
 
 if TYPE_CHECKING:
@@ -288,15 +288,19 @@ def render_not_indexed(entries: Sequence[Entry], since: str, updated: str) -> st
 # ---------------------------------------------------------------------------- the job
 
 
-def compile_brain(mem: Memory, directory: Path, *, now: float | None = None) -> CompileReport:
-    """Compile the brain into ``directory`` (created if missing). Idempotent."""
+def compile_brain(mem: Memory, directory: Path, *, now: float | None = None,
+                  workers: int | None = None) -> CompileReport:
+    """Compile the brain into ``directory`` (created if missing). Idempotent. ``workers``:
+    processes that share a cold read of a large store (``amcp.brain.parts``; None: one per
+    spare core, 0: none); the output is the same either way."""
     started = time.perf_counter()
     when = time.time() if now is None else now
     compiled_at = iso_utc(when)
     watermark = mem.store.max_hlc()
     cache = load_cache(directory)
     known = len(cache)
-    entries = sorted(iter_entries(mem, when, cache), key=lambda e: e.knowledge_id)
+    entries = sorted(iter_entries(mem, when, cache, workers=workers),
+                     key=lambda e: e.knowledge_id)
     regions = group(entries)
     files: dict[str, bytes] = {
         "INDEX.md": render_index(regions, compiled_at, watermark).encode(),

@@ -16,10 +16,9 @@ disagree about which region a memory is in or what weight it carries.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import TYPE_CHECKING, get_args
+from typing import get_args
 
 from amcp.amf.record import AMFRecord, DecayModel
 from amcp.amf.summary import RecordSummary
@@ -29,9 +28,6 @@ from amcp.evolution.decay import DAY, decay_model_of, event_fired, time_factor, 
 from amcp.evolution.outcomes import PINNED, amp_kind
 from amcp.store.base import RecordFilter, RecordState, StoredRecord
 
-if TYPE_CHECKING:
-    from amcp.memory import Memory
-
 # AMP's reading order (PROTOCOL §4.3): intent → facts → pattern → invalidation → discovery →
 # events; lifefacts last, they have their own region in AMP and no reading priority.
 KIND_ORDER: tuple[str, ...] = (
@@ -39,7 +35,6 @@ KIND_ORDER: tuple[str, ...] = (
 )
 ARCHIVE_BELOW = 0.10  # AMP §4.4: below this an entry leaves the active pointer table
 TITLE_CHARS = 72  # AMP v2.10 truncates titles to 72 characters in INDEX.md
-PAGE = 2000  # records read per store page
 MAX_NAME = 64  # characters of a region or place name (file names)
 ID_CHARS = 14  # "K-" + 12 hex, as the pointer tier prints ids
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
@@ -195,75 +190,6 @@ def entry_of(item: StoredRecord, now: float) -> Entry | None:
     return entry_from(item.knowledge_id, static_of(item.record), item.state, now)
 
 
-def iter_entries(mem: Memory, now: float, cache: dict[str, StaticRow] | None = None
-                 ) -> Iterator[Entry]:
-    """Every unpurged record of the store as an entry (sensitive records come redacted, as
-    every read without ``reveal`` does), in no particular order (callers sort).
-
-    The states come from one body-less read; bodies are read (and verified by the store)
-    only for records ``cache`` does not hold yet, and what they give is added to it. Why a
-    cache: reading a body means decoding and re-hashing it, most of a cold 100k-record
-    compile, and a record's content never changes under its id."""
-    cache = {} if cache is None else cache
-    if not cache:  # cold: one walk in store order gives the states and the bodies at once
-        yield from _read_all(mem, cache, now)
-        return
-    # One pass: entries for what the cache holds, the rest kept (id, state) to read after.
-    entries: list[Entry] = []
-    missing: list[tuple[str, RecordState]] = []
-    for row in mem.store.states(ALL_RECORDS, limit=-1):
-        if row.state.lifecycle is Lifecycle.PURGED:
-            continue
-        kept = cache.get(row.knowledge_id)
-        if kept is None:
-            missing.append((row.knowledge_id, row.state))
-        else:
-            entries.append(entry_from(row.knowledge_id, kept, row.state, now))
-    if len(missing) > (len(entries) + len(missing)) // 4:  # mostly cold: a walk beats lookups
-        yield from _read_all(mem, cache, now)
-        return
-    _fill(mem, [kid for kid, _ in missing], cache)
-    entries += [entry_from(kid, cache[kid], state, now) for kid, state in missing
-                if kid in cache]
-    yield from entries
-
-
-def _read_all(mem: Memory, cache: dict[str, StaticRow], now: float) -> Iterator[Entry]:
-    """Every unpurged record read page by page as a verified summary (``Store.summaries``:
-    each row's seal checked and body re-hashed, only what a ``StaticRow`` takes parsed), added
-    to ``cache``, and its entry. Sensitive records have no summary: they are read through
-    ``Memory`` (which redacts them, as every read without ``reveal`` does) at the end."""
-    after: str | None = None
-    sensitive: list[tuple[str, RecordState]] = []
-    while page := mem.store.summaries(ALL_RECORDS, limit=PAGE, after=after):
-        after = page[-1].knowledge_id
-        for row in page:
-            if row.state.lifecycle is Lifecycle.PURGED:
-                continue
-            static = cache.get(row.knowledge_id)
-            if static is None:
-                if row.summary is None:
-                    sensitive.append((row.knowledge_id, row.state))
-                    continue
-                static = cache[row.knowledge_id] = static_of(row.summary)
-            yield entry_from(row.knowledge_id, static, row.state, now)
-    _fill(mem, [kid for kid, _ in sensitive], cache)
-    for kid, state in sensitive:
-        if (static := cache.get(kid)) is not None:
-            yield entry_from(kid, static, state, now)
-
-
-def _fill(mem: Memory, ids: list[str], cache: dict[str, StaticRow]) -> None:
-    """Add the records ``ids`` to ``cache``, read through ``Memory.list_records`` (verified,
-    and redacted when sensitive)."""
-    for start in range(0, len(ids), PAGE):
-        chunk = tuple(ids[start:start + PAGE])
-        flt = RecordFilter(ids=chunk, lifecycles=None, include_expired=True)
-        for item in mem.list_records(flt, limit=len(chunk)):
-            if item.record is not None:
-                cache[item.knowledge_id] = static_of(item.record)
-
-
 def sort_key(entry: Entry) -> tuple[int, float, float, str]:
     """AMP's reading order inside a place: kind order, then weight high first, then the
     newest, then the id (a total order, so output never depends on store order)."""
@@ -305,7 +231,6 @@ __all__ = [
     "entry_from",
     "entry_of",
     "iso_utc",
-    "iter_entries",
     "one_line",
     "parse_now",
     "safe_name",

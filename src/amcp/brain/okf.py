@@ -32,9 +32,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from amcp.brain.entries import Entry, iso_utc, iter_entries, one_line, sort_key
+from amcp.brain.entries import Entry, iso_utc, one_line, sort_key
 from amcp.brain.errors import FrontMatterError
 from amcp.brain.frontmatter import dump, parse, split
+from amcp.brain.reading import iter_entries
 
 if TYPE_CHECKING:
     from amcp.memory import Memory

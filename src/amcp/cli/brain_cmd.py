@@ -61,6 +61,10 @@ def compile_cmd(
     directory: Annotated[Path, typer.Argument(help="Brain directory (created if missing).")],
     store: StoreOpt = None,
     now: NowOpt = None,
+    workers: Annotated[int | None, typer.Option(
+        "--workers", min=0, max=8,
+        help="Processes sharing the first read of a large store (default: one per spare "
+             "core; 0: none). The output is the same either way.")] = None,
     json_: JsonOpt = False,
 ) -> None:
     """Compile INDEX.md, REGION-*.md, weights.json and not_indexed.md (deterministic)."""
@@ -68,7 +72,7 @@ def compile_cmd(
 
     when = _now(now)
     with open_memory(store) as mem:
-        rep = compile_brain(mem, directory, now=when)
+        rep = compile_brain(mem, directory, now=when, workers=workers)
     if json_:
         emit_json({"directory": str(rep.directory), "records": rep.records,
                    "regions": rep.regions, "index_bytes": rep.index_bytes,

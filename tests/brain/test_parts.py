@@ -1,0 +1,131 @@
+"""A cold compile's read split over worker processes (amcp.brain.parts): the same bytes as a
+read in one process, real workers (spawned processes that open the store themselves), and a
+worker that cannot read handing its slice back."""
+
+from __future__ import annotations
+
+import itertools
+import logging
+from pathlib import Path
+from typing import Any
+
+import pytest
+from tests.brain.conftest import NOW
+
+from amcp.brain import parts
+from amcp.brain.compile import compile_brain
+from amcp.errors import StoreError
+from amcp.memory import Memory
+from amcp.store.url import parse_store_url
+
+
+def files_of(directory: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(directory.iterdir()) if p.is_file()}
+
+
+@pytest.fixture
+def split(monkeypatch: pytest.MonkeyPatch) -> list[parts.IdSlice]:
+    """Split even a small store, and record the slices this process walked itself."""
+    monkeypatch.setattr(parts, "MIN_RECORDS", 0)
+    walked: list[parts.IdSlice] = []
+    walk = parts.walk
+
+    def spy(store: Any, part: parts.IdSlice, now: float) -> parts.SliceRead:
+        walked.append(part)
+        return walk(store, part, now)
+
+    monkeypatch.setattr(parts, "walk", spy)
+    return walked
+
+
+def more(mem: Memory, n: int = 40) -> None:
+    mem.remember_many([{"text": f"note {i} about the build cache", "scope": f"project:p{i % 3}"}
+                       for i in range(n)])
+
+
+def test_plan_cuts_the_id_space_into_contiguous_slices() -> None:
+    assert parts.plan(1_000_000, 0) == [(None, None)]
+    assert parts.plan(parts.MIN_RECORDS - 1, 3) == [(None, None)]
+    for records, workers in ((100_000, 1), (1_000_000, 3), (parts.MIN_RECORDS, 8)):
+        cut = parts.plan(records, workers)
+        assert len(cut) == workers + 1
+        assert cut[0][0] is None and cut[-1][1] is None
+        assert all(a[1] == b[0] for a, b in itertools.pairwise(cut))
+        bounds = [hi for _lo, hi in cut[:-1]]
+        assert bounds == sorted(bounds) and len(set(bounds)) == len(bounds)
+    # This process reads while the workers start: its slice is the larger one.
+    (_, first), (second, _) = parts.plan(100_000, 1)
+    assert first is not None and second == first and first > "K-80000000"
+
+
+def test_split_read_gives_the_same_bytes(brain_mem: Memory, tmp_path: Path,
+                                         split: list[parts.IdSlice],
+                                         caplog: pytest.LogCaptureFixture) -> None:
+    more(brain_mem)
+    one = compile_brain(brain_mem, tmp_path / "one", now=NOW, workers=0)
+    assert split == [(None, None)]
+    split.clear()
+    with caplog.at_level(logging.WARNING, logger="amcp.brain.parts"):
+        two = compile_brain(brain_mem, tmp_path / "two", now=NOW, workers=2)
+    assert not caplog.records  # both workers read their slices
+    assert len(split) == 1 and split[0][0] is None  # only the first slice was read here
+    assert files_of(tmp_path / "one") == files_of(tmp_path / "two")
+    assert one.records == two.records == 47
+    assert "hunter2" not in (tmp_path / "two" / "REGION-user-alice.md").read_text()
+
+
+def test_a_worker_that_cannot_open_the_store_hands_its_slice_back(
+        brain_mem: Memory, tmp_path: Path, split: list[parts.IdSlice],
+        monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    more(brain_mem)
+    compile_brain(brain_mem, tmp_path / "one", now=NOW, workers=0)
+    split.clear()
+    real = parts.Opener.of
+
+    def elsewhere(mem: Memory) -> parts.Opener:  # a store id the worker will not find
+        o = real(mem)
+        return parts.Opener(o.location, o.key_dir, o.witness_dirs, "S-another-store")
+
+    monkeypatch.setattr(parts.Opener, "of", staticmethod(elsewhere))
+    with caplog.at_level(logging.WARNING, logger="amcp.brain.parts"):
+        compile_brain(brain_mem, tmp_path / "two", now=NOW, workers=1)
+    assert "reading them here" in caplog.text and "another store" in caplog.text
+    assert len(split) == 2  # its own slice, then the worker's
+    assert files_of(tmp_path / "one") == files_of(tmp_path / "two")
+
+
+def test_a_worker_never_creates_a_store(tmp_path: Path) -> None:
+    missing = tmp_path / "nowhere" / "memory.db"
+    opener = parts.Opener(parse_store_url(str(missing)), tmp_path / "keys", (tmp_path / "w",),
+                          "S-x")
+    with pytest.raises(StoreError, match="no store to read"):
+        opener.open()
+    assert not missing.exists()
+
+
+def test_an_injected_store_is_read_here(tmp_path: Path, split: list[parts.IdSlice],
+                                        brain_mem: Memory) -> None:
+    """A Memory over a store object it did not open itself (tests, embedders of amcp) has a
+    location that is not that store: the worker finds no such store, and the read is
+    done here, complete."""
+    other = Memory(tmp_path / "elsewhere" / "memory.db", embedder=None, check_embedder=False,
+                   store=brain_mem.store)
+    rep = compile_brain(other, tmp_path / "b", now=NOW, workers=1)
+    assert rep.records == 7 and len(split) == 2
+
+
+@pytest.mark.postgres
+def test_split_and_warm_compiles_on_postgres(postgres_db: str, tmp_path: Path,
+                                             split: list[parts.IdSlice]) -> None:
+    """The worker opens PostgreSQL by its DSN; the warm compile reads every state in one
+    call (``Store.states`` with no limit), which PostgreSQL refused before."""
+    with Memory(postgres_db, key_dir=tmp_path / "keys", embedder="hashing",
+                witness_dirs=[tmp_path / "w"]) as mem:
+        more(mem, 30)
+        one = compile_brain(mem, tmp_path / "one", now=NOW, workers=0)
+        two = compile_brain(mem, tmp_path / "two", now=NOW, workers=1)
+        assert len(split) == 2 and split[1][0] is None  # no fallback: the worker read
+        assert files_of(tmp_path / "one") == files_of(tmp_path / "two")
+        warm = compile_brain(mem, tmp_path / "two", now=NOW)
+        assert one.records == two.records == warm.records == 30
+        assert files_of(tmp_path / "one") == files_of(tmp_path / "two")
