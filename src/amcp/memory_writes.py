@@ -193,7 +193,10 @@ class WritePath:
         # One store read for the whole batch's "is this id stored already?" (admit_write's
         # first rule), not one per record.
         stored = {r.knowledge_id: r for r in self.store.get_many([r.knowledge_id for r in shaped])}
-        for given, (_raw, sensitive) in zip(shaped, records, strict=True):
+        # And one for "does a stored record say the same?" (dedup), not a round trip each.
+        alike = (self.store.find_same_content_many(shaped) if dedup
+                 else [None] * len(shaped))
+        for given, (_raw, sensitive), same in zip(shaped, records, alike, strict=True):
             record, existing, verdict = admit_write(
                 self.store, given, also_present=present, sealed_here=sealed_here,
                 firewall=self.firewall, related=related, stored=stored,
@@ -203,7 +206,6 @@ class WritePath:
                 out.append(WriteOutcome(record.knowledge_id, Status.OK, existing.state.hlc))
                 continue
             if dedup:
-                same = self.store.find_same_content(record)
                 if same is not None:
                     out.append(
                         WriteOutcome(

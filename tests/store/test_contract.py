@@ -220,6 +220,25 @@ def test_id_slices_partition_the_store(open_store: Open) -> None:
     assert s.count(RecordFilter(lifecycles=None, id_before="A")) == 0
 
 
+def test_find_same_content_many_answers_like_one_by_one(open_store: Open) -> None:
+    """The batch dedup read: per record, the oldest active stored record with its content
+    (content key: neither when nor by whom), in the order asked, repeats and misses kept."""
+    s = open_store()
+    a, b, c = rec("alpha fact"), rec("beta fact"), rec("gamma fact")
+    for i, r in enumerate((a, b, c)):
+        s.put(r, hlc=i + 1)
+    later_a = rec("alpha fact", ts=1_800_000_000)  # same content, another id
+    s.put(later_a, hlc=4)  # a second active copy: the first stored answers
+    s.set_state(c.knowledge_id, ChangeOp.INVALIDATE, hlc=5, lifecycle=Lifecycle.INVALIDATED)
+    asked = [rec("alpha fact", ts=1_900_000_000), rec("never stored"), rec("beta fact", ts=5),
+             rec("gamma fact", ts=6), later_a]
+    got = s.find_same_content_many(asked)
+    assert [g.knowledge_id if g else None for g in got] == [
+        a.knowledge_id, None, b.knowledge_id, None, a.knowledge_id]
+    assert got == [s.find_same_content(r) for r in asked]
+    assert s.find_same_content_many([]) == []
+
+
 def test_ttl_hides_expired(open_store: Open) -> None:
     s = open_store()
     r = rec("short lived")

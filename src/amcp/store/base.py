@@ -502,7 +502,15 @@ class Store(Protocol):
 
     def put_tombstone(self, knowledge_id: str, *, hlc: int, reason: str | None = None) -> bool: ...
 
-    def find_same_content(self, record: AMFRecord) -> StoredRecord | None: ...
+    def find_same_content(self, record: AMFRecord) -> StoredRecord | None:
+        """A live (active) record saying exactly what ``record`` says (its content key),
+        if any: the oldest such that verifies."""
+        ...
+
+    def find_same_content_many(self, records: Sequence[AMFRecord]) -> list[StoredRecord | None]:
+        """``find_same_content`` of each record, in order, in one read per few hundred (a
+        write batch's dedup; ``store/samecontent.py``)."""
+        ...
 
     def due_for_expiry(self, now: float, limit: int = 1000) -> list[str]: ...
 

@@ -8,7 +8,8 @@ from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from amcp.amf.record import AMFRecord
-from amcp.amf.types import KnowledgeType, Lifecycle
+from amcp.amf.types import KnowledgeType
+from amcp.store import samecontent
 from amcp.store import sqlite_rows as col
 from amcp.store.admit import admits, needs_body, summary_filter
 from amcp.store.base import RecordFilter, StateRow, StoredRecord, StoreStats, SummaryRow
@@ -146,17 +147,19 @@ class RecordReads:
 
     def find_same_content(self, record: AMFRecord) -> StoredRecord | None:
         """A live (active) record saying exactly what ``record`` says, if any."""
-        with self._lock:
-            rows = self._db.execute(
-                f"SELECT {ROW_COLS} FROM records r WHERE r.content_key=? "
-                "AND r.lifecycle='active' ORDER BY r.rowid LIMIT 4",
-                (self._content_key(record),),
-            ).fetchall()
-        for row in rows:
-            found = self._verifier.decode(row)
-            if found is not None and found.state.lifecycle is Lifecycle.ACTIVE:
-                return found
-        return None
+        return self.find_same_content_many([record])[0]
+
+    def find_same_content_many(
+        self, records: Sequence[AMFRecord]
+    ) -> list[StoredRecord | None]:
+        """``find_same_content`` for each record, one query per ``samecontent.CHUNK``."""
+        keys = [self._content_key(r) for r in records]
+        found: dict[str, StoredRecord] = {}
+        for chunk in samecontent.chunks(keys):
+            with self._lock:
+                rows = self._db.execute(samecontent.select_sql(len(chunk), "?"), chunk).fetchall()
+            samecontent.first_live(rows, self._verifier.decode, found)
+        return [found.get(k) for k in keys]
 
     def due_for_expiry(self, now: float, limit: int = 1000) -> list[str]:
         with self._lock:

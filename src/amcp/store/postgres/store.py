@@ -281,6 +281,9 @@ class PostgresStore:
     def find_same_content(self, record: AMFRecord) -> StoredRecord | None:
         return self._reads.find_same_content(record)
 
+    def find_same_content_many(self, records: Sequence[AMFRecord]) -> list[StoredRecord | None]:
+        return self._reads.find_same_content_many(records)
+
     def due_for_expiry(self, now: float, limit: int = 1000) -> list[str]:
         return self._reads.due_for_expiry(now, limit)
 

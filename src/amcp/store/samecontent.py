@@ -1,0 +1,53 @@
+"""Finding stored records that say what new ones say (dedup), for a whole batch at once.
+
+``Store.find_same_content_many`` answers "is this already stored, under another id?" for
+every record of a write batch with one query per ``CHUNK`` records, where asking record by
+record cost one round trip each (on PostgreSQL a batch of 16 spent over a third of its time
+there). Both adapters use this SQL and this choice of row, so they answer alike.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+from amcp.amf.types import Lifecycle
+from amcp.store import sqlite_rows as col
+from amcp.store.base import StoredRecord
+from amcp.store.sqlite_rows import ROW_COLS
+
+CHUNK = 500  # content keys per query (well under SQLite's bound on parameters)
+PER_KEY = 4  # rows looked at per key: the first few active ones, oldest first
+
+
+def select_sql(keys: int, mark: str) -> str:
+    """The active rows holding any of ``keys`` content keys, ``PER_KEY`` at most per key,
+    in rowid order (``mark``: the driver's placeholder)."""
+    marks = ",".join([mark] * keys)
+    return (
+        f"SELECT {ROW_COLS} FROM records r WHERE r.rowid IN (SELECT rid FROM ("
+        "SELECT rowid AS rid, ROW_NUMBER() OVER (PARTITION BY content_key ORDER BY rowid) AS n "
+        f"FROM records WHERE content_key IN ({marks}) AND lifecycle='active') ranked "
+        f"WHERE n <= {PER_KEY}) ORDER BY r.rowid"
+    )
+
+
+def chunks(keys: Iterable[str]) -> list[list[str]]:
+    unique = list(dict.fromkeys(keys))
+    return [unique[i:i + CHUNK] for i in range(0, len(unique), CHUNK)]
+
+
+def first_live(rows: Sequence[Any], decode: Callable[[Any], StoredRecord | None],
+               found: dict[str, StoredRecord]) -> None:
+    """Add to ``found`` (content key → record) the first row per key that verifies and is
+    active; rows must come in rowid order (the oldest copy answers, as it always did)."""
+    for row in rows:
+        key = row[col.CONTENT_KEY]
+        if key in found:
+            continue
+        got = decode(row)
+        if got is not None and got.state.lifecycle is Lifecycle.ACTIVE:
+            found[key] = got
+
+
+__all__ = ["CHUNK", "chunks", "first_live", "select_sql"]
