@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
+from amcp.amf.record import AMFRecord
 from amcp.amf.types import Lifecycle
 from amcp.store import sqlite_rows as col
 from amcp.store.base import StoredRecord
@@ -32,6 +33,19 @@ def select_sql(keys: int, mark: str) -> str:
     )
 
 
+def find_many(records: Sequence[AMFRecord], key: Callable[[AMFRecord], str],
+              rows: Callable[[list[str]], Sequence[Any]],
+              decode: Callable[[Any], StoredRecord | None]) -> list[StoredRecord | None]:
+    """Per record, the stored record with its content key (``key``: the store's keyed
+    hash) or None. ``rows``: the adapter running ``select_sql`` over one chunk of keys;
+    ``decode``: its verifying decode (a row that fails it is quarantined, never served)."""
+    keys = [key(r) for r in records]
+    found: dict[str, StoredRecord] = {}
+    for chunk in chunks(keys):
+        first_live(rows(chunk), decode, found)
+    return [found.get(k) for k in keys]
+
+
 def chunks(keys: Iterable[str]) -> list[list[str]]:
     unique = list(dict.fromkeys(keys))
     return [unique[i:i + CHUNK] for i in range(0, len(unique), CHUNK)]
@@ -50,4 +64,4 @@ def first_live(rows: Sequence[Any], decode: Callable[[Any], StoredRecord | None]
             found[key] = got
 
 
-__all__ = ["CHUNK", "chunks", "first_live", "select_sql"]
+__all__ = ["CHUNK", "chunks", "find_many", "first_live", "select_sql"]

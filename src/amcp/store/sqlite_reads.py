@@ -153,13 +153,11 @@ class RecordReads:
         self, records: Sequence[AMFRecord]
     ) -> list[StoredRecord | None]:
         """``find_same_content`` for each record, one query per ``samecontent.CHUNK``."""
-        keys = [self._content_key(r) for r in records]
-        found: dict[str, StoredRecord] = {}
-        for chunk in samecontent.chunks(keys):
+        def rows(keys: list[str]) -> list[Any]:
             with self._lock:
-                rows = self._db.execute(samecontent.select_sql(len(chunk), "?"), chunk).fetchall()
-            samecontent.first_live(rows, self._verifier.decode, found)
-        return [found.get(k) for k in keys]
+                return self._db.execute(samecontent.select_sql(len(keys), "?"), keys).fetchall()
+
+        return samecontent.find_many(records, self._content_key, rows, self._verifier.decode)
 
     def due_for_expiry(self, now: float, limit: int = 1000) -> list[str]:
         with self._lock:

@@ -167,13 +167,11 @@ class RecordReads:
         self, records: Sequence[AMFRecord]
     ) -> list[StoredRecord | None]:
         """``find_same_content`` for each record, one query per ``samecontent.CHUNK``."""
-        keys = [self._content_key(r) for r in records]
-        found: dict[str, StoredRecord] = {}
-        for chunk in samecontent.chunks(keys):
+        def rows(keys: list[str]) -> list[Any]:
             with self._db.read() as conn:
-                rows = conn.execute(samecontent.select_sql(len(chunk), "%s"), chunk).fetchall()
-            samecontent.first_live(rows, self._rows.decode, found)
-        return [found.get(k) for k in keys]
+                return conn.execute(samecontent.select_sql(len(keys), "%s"), keys).fetchall()
+
+        return samecontent.find_many(records, self._content_key, rows, self._rows.decode)
 
     def due_for_expiry(self, now: float, limit: int = 1000) -> list[str]:
         with self._db.read() as conn:
