@@ -134,7 +134,9 @@ def main() -> None:
                     help="comma-separated worker settings for the cold compiles: auto or N")
     args = ap.parse_args()
     names = args.workers.split(",")
-    settings = [None if w == "auto" else int(w) for w in names]
+    from amcp.brain.parts import default_workers
+
+    settings = [default_workers() if w == "auto" else int(w) for w in names]
     store = args.dir / f"store-{args.records}" / "memory.db"
     if args.rebuild or not store.exists():
         t = time.perf_counter()
@@ -143,7 +145,6 @@ def main() -> None:
 
     from amcp.brain.compile import compile_brain
     from amcp.brain.entries import parse_now
-    from amcp.brain.parts import default_workers
     from amcp.memory import Memory
 
     load_before = os.getloadavg()

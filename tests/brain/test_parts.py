@@ -129,3 +129,32 @@ def test_split_and_warm_compiles_on_postgres(postgres_db: str, tmp_path: Path,
         warm = compile_brain(mem, tmp_path / "two", now=NOW)
         assert one.records == two.records == warm.records == 30
         assert files_of(tmp_path / "one") == files_of(tmp_path / "two")
+
+
+def test_workers_are_the_cli_default_not_the_library_default(
+        brain_mem: Memory, tmp_path: Path, split: list[parts.IdSlice],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A library call starts no process (under spawn a worker imports the caller's main
+    module); ``amcp brain compile`` takes one worker per spare core, or ``--workers``."""
+    from typer.testing import CliRunner
+
+    from amcp.cli.app import app
+
+    compile_brain(brain_mem, tmp_path / "lib", now=NOW)
+    assert split == [(None, None)]
+    monkeypatch.setattr(parts, "default_workers", lambda: 1)
+    path = str(brain_mem.path)
+    brain_mem.close()
+    for extra, walks in (([], 1), (["--workers", "0"], 1)):
+        split.clear()
+        res = CliRunner().invoke(app, ["brain", "compile", str(tmp_path / f"cli{len(extra)}"),
+                                       "--store", path, "--now", "2026-12-01T00:00:00Z",
+                                       *extra])
+        assert res.exit_code == 0, res.output
+        assert len(split) == walks
+        assert (split[0][1] is None) == bool(extra)  # split: this process's slice is bounded
+    assert files_of(tmp_path / "lib") == files_of(tmp_path / "cli0") == files_of(
+        tmp_path / "cli2")
+    res = CliRunner().invoke(app, ["brain", "compile", str(tmp_path / "x"), "--store", path,
+                                   "--workers", "-1"])
+    assert res.exit_code != 0 and "-1" in res.output

@@ -289,10 +289,12 @@ def render_not_indexed(entries: Sequence[Entry], since: str, updated: str) -> st
 
 
 def compile_brain(mem: Memory, directory: Path, *, now: float | None = None,
-                  workers: int | None = None) -> CompileReport:
+                  workers: int = 0) -> CompileReport:
     """Compile the brain into ``directory`` (created if missing). Idempotent. ``workers``:
-    processes that share a cold read of a large store (``amcp.brain.parts``; None: one per
-    spare core, 0: none); the output is the same either way."""
+    processes that share a cold read of a large store (``amcp.brain.parts``); the output is
+    the same either way. No workers by default: a library call does not start processes behind
+    its caller's back (under ``spawn`` they import the caller's main module); the CLI asks
+    for one per spare core (``parts.default_workers``)."""
     started = time.perf_counter()
     when = time.time() if now is None else now
     compiled_at = iso_utc(when)

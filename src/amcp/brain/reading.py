@@ -25,12 +25,12 @@ PAGE = 2000  # records read per store page
 
 
 def iter_entries(mem: Memory, now: float, cache: dict[str, StaticRow] | None = None, *,
-                 workers: int | None = None) -> Iterator[Entry]:
+                 workers: int = 0) -> Iterator[Entry]:
     """Every unpurged record of the store as an entry (sensitive records come redacted, as
     every read without ``reveal`` does), in no particular order (callers sort).
 
-    ``workers``: worker processes for a cold read of a large store (``parts.plan``); None
-    is one per spare core, 0 reads everything in this process."""
+    ``workers``: worker processes for a cold read of a large store (``parts.plan``); 0
+    reads everything in this process."""
     cache = {} if cache is None else cache
     if not cache:  # cold: one walk gives the states and the bodies at once
         yield from _read_all(mem, cache, now, workers)
@@ -56,14 +56,13 @@ def iter_entries(mem: Memory, now: float, cache: dict[str, StaticRow] | None = N
 
 
 def _read_all(mem: Memory, cache: dict[str, StaticRow], now: float,
-              workers: int | None) -> Iterator[Entry]:
+              workers: int) -> Iterator[Entry]:
     """Every unpurged record read as a verified summary (``Store.summaries``: each row's
     seal checked and body re-hashed, only what a ``StaticRow`` takes parsed), slice by slice
     (``parts``), added to ``cache``, and its entry. Sensitive records have no summary: they
     are read through ``Memory`` (which redacts them, as every read without ``reveal`` does)
     at the end."""
-    count = parts.default_workers() if workers is None else workers
-    slices = parts.plan(mem.store.count(ALL_RECORDS) if count else 0, count)
+    slices = parts.plan(mem.store.count(ALL_RECORDS) if workers else 0, workers)
     sensitive: list[tuple[str, RecordState]] = []
     for read in parts.read(mem, slices, now):
         for static, entry in read.rows:

@@ -69,10 +69,12 @@ def compile_cmd(
 ) -> None:
     """Compile INDEX.md, REGION-*.md, weights.json and not_indexed.md (deterministic)."""
     from amcp.brain.compile import compile_brain
+    from amcp.brain.parts import default_workers
 
     when = _now(now)
     with open_memory(store) as mem:
-        rep = compile_brain(mem, directory, now=when, workers=workers)
+        rep = compile_brain(mem, directory, now=when,
+                            workers=default_workers() if workers is None else workers)
     if json_:
         emit_json({"directory": str(rep.directory), "records": rep.records,
                    "regions": rep.regions, "index_bytes": rep.index_bytes,
