@@ -14,6 +14,7 @@ from tests.store.records import rec
 from amcp.amf.summary import RecordSummary
 from amcp.amf.types import Lifecycle
 from amcp.errors import ConflictError, GoneError, NotFoundError, ValidationError
+from amcp.store import samecontent
 from amcp.store.base import (
     AccessLog,
     ChangeOp,
@@ -214,13 +215,21 @@ def test_id_slices_partition_the_store(open_store: Open) -> None:
         seen += paged
     assert sorted(seen) == sorted(made)
     assert flt.selective and not RecordFilter(lifecycles=None).selective
+    # A real id as a bound: id_before leaves it out, id_from keeps it.
+    kid = sorted(made)[17]
+    below = RecordFilter(lifecycles=None, id_before=kid)
+    above = RecordFilter(lifecycles=None, id_from=kid)
+    assert kid not in {x.knowledge_id for x in s.query(below, limit=100)}
+    assert kid in {x.knowledge_id for x in s.summaries(above, limit=100)}
+    assert s.count(below) == 17 and s.count(above) == 23
     # an empty slice, and bounds that are not ids at all, are no error
     assert s.query(RecordFilter(lifecycles=None, id_from="K-8", id_before="K-8")) == []
     assert s.count(RecordFilter(lifecycles=None, id_from="zzz")) == 0
     assert s.count(RecordFilter(lifecycles=None, id_before="A")) == 0
 
 
-def test_find_same_content_many_answers_like_one_by_one(open_store: Open) -> None:
+def test_find_same_content_many_answers_like_one_by_one(
+        open_store: Open, monkeypatch: pytest.MonkeyPatch) -> None:
     """The batch dedup read: per record, the oldest active stored record with its content
     (content key: neither when nor by whom), in the order asked, repeats and misses kept."""
     s = open_store()
@@ -232,11 +241,15 @@ def test_find_same_content_many_answers_like_one_by_one(open_store: Open) -> Non
     s.set_state(c.knowledge_id, ChangeOp.INVALIDATE, hlc=5, lifecycle=Lifecycle.INVALIDATED)
     asked = [rec("alpha fact", ts=1_900_000_000), rec("never stored"), rec("beta fact", ts=5),
              rec("gamma fact", ts=6), later_a]
+    want = [a.knowledge_id, None, b.knowledge_id, None, a.knowledge_id]
     got = s.find_same_content_many(asked)
-    assert [g.knowledge_id if g else None for g in got] == [
-        a.knowledge_id, None, b.knowledge_id, None, a.knowledge_id]
-    assert got == [s.find_same_content(r) for r in asked]
+    assert [g.knowledge_id if g else None for g in got] == want
+    assert [g.knowledge_id if (g := s.find_same_content(r)) else None for r in asked] == want
     assert s.find_same_content_many([]) == []
+    # Across query chunks: a repeated key lands in two chunks and still answers.
+    monkeypatch.setattr(samecontent, "CHUNK", 2)
+    again = s.find_same_content_many([*asked, rec("beta fact", ts=9)])
+    assert [g.knowledge_id if g else None for g in again] == [*want, b.knowledge_id]
 
 
 def test_ttl_hides_expired(open_store: Open) -> None:

@@ -504,7 +504,7 @@ class Store(Protocol):
 
     def find_same_content(self, record: AMFRecord) -> StoredRecord | None:
         """A live (active) record saying exactly what ``record`` says (its content key),
-        if any: the oldest such that verifies."""
+        if any: the oldest that verifies among the first four active copies."""
         ...
 
     def find_same_content_many(self, records: Sequence[AMFRecord]) -> list[StoredRecord | None]:

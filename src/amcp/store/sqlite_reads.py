@@ -155,7 +155,8 @@ class RecordReads:
         """``find_same_content`` for each record, one query per ``samecontent.CHUNK``."""
         def rows(keys: list[str]) -> list[Any]:
             with self._lock:
-                return self._db.execute(samecontent.select_sql(len(keys), "?"), keys).fetchall()
+                sql = samecontent.select_sql(len(keys), sqlite=True)
+                return self._db.execute(sql, keys).fetchall()
 
         return samecontent.find_many(records, self._content_key, rows, self._verifier.decode)
 

@@ -169,7 +169,8 @@ class RecordReads:
         """``find_same_content`` for each record, one query per ``samecontent.CHUNK``."""
         def rows(keys: list[str]) -> list[Any]:
             with self._db.read() as conn:
-                return conn.execute(samecontent.select_sql(len(keys), "%s"), keys).fetchall()
+                sql = samecontent.select_sql(len(keys), sqlite=False)
+                return conn.execute(sql, keys).fetchall()
 
         return samecontent.find_many(records, self._content_key, rows, self._rows.decode)
 
