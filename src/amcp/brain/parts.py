@@ -10,9 +10,13 @@ a store into slices of even size without reading it first.
 This process reads the first slice through its own store. Each worker process opens the
 store the way any second process does (``open_store`` on the same location, key directory
 and witnesses, verified on open), reads its slice through the same verifying
-``Store.summaries``, and sends back plain rows. Nothing is read unverified and no worker
-writes. A worker that cannot open the store or dies is not an error: its slice is then read
-here, so the output is the same whichever way it was read (``tests/brain/test_parts.py``).
+``Store.summaries``, and sends back plain rows: nothing is read unverified, and a worker
+writes nothing to the store (its open moves the verification mark in the witness directory,
+as every open does). Quarantine is kept per process, so a record this process has
+quarantined is dropped from what the workers send, and what a worker quarantined is logged
+here. A worker that cannot open the store, dies or hangs is not an error: its slice is then
+read here, so the output is the same whichever way it was read
+(``tests/brain/test_parts.py``).
 
 The first slice is the larger one: a worker spends about a second (start, imports, opening
 and verifying the store) before it reads its first row, and this process, with the store
@@ -27,15 +31,15 @@ import logging
 import multiprocessing
 import os
 from collections.abc import Sequence
-from concurrent.futures import Future, ProcessPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from multiprocessing.connection import Connection
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from amcp.amf.types import Lifecycle
 from amcp.brain.entries import ALL_RECORDS, Entry, StaticRow, entry_from, static_of
 from amcp.errors import StoreError
-from amcp.store.base import RecordFilter, RecordState, Store
+from amcp.store.base import RecordState, Store
 from amcp.store.url import StoreLocation
 
 if TYPE_CHECKING:
@@ -47,7 +51,9 @@ MIN_RECORDS = 20_000  # below this a worker's start costs more than its share of
 MAX_WORKERS = 8
 HEAD_START_S = 1.0  # a worker's start before its first row: spawn, imports, open + verify
 RECORD_S = 57e-6  # one record read and verified (bench/brain_compile.py's store)
-PAGE = 1000  # rows per summaries page inside a slice
+PAGE = 2000  # rows per summaries page (also the in-process walk's)
+WAIT_S = 120.0  # after its own slice, this process waits this long for a worker's, plus
+WAIT_FACTOR = 20  # this many times the slice's whole expected read: a hung worker is ended
 _SPAN = 1 << 32  # slice bounds are the first 8 hex digits after "K-"
 
 IdSlice = tuple[str | None, str | None]  # (id_from, id_before); None: open at that end
@@ -82,9 +88,13 @@ class Opener:
             raise StoreError(f"no store to read at {self.location}")
         store = open_store(self.location,
                            Keyring(self.key_dir, witness_dirs=self.witness_dirs))
-        if store.get_meta("store_id") != self.store_id:
+        try:
+            if store.get_meta("store_id") != self.store_id:
+                raise StoreError(f"{self.location} is another store than the one being "
+                                 "compiled")
+        except BaseException:
             store.close()
-            raise StoreError(f"{self.location} is another store than the one being compiled")
+            raise
         return store
 
 
@@ -96,6 +106,7 @@ class SliceRead:
 
     rows: list[tuple[StaticRow, Entry]]
     sensitive: list[tuple[str, RecordState]]
+    quarantined: tuple[str, ...] = ()  # what the reading store left out as failing checks
 
 
 def default_workers() -> int:
@@ -119,8 +130,7 @@ def plan(records: int, workers: int) -> list[IdSlice]:
 
 def walk(store: Store, part: IdSlice, now: float) -> SliceRead:
     """Read one slice through ``Store.summaries`` (every row verified) into entries."""
-    flt = RecordFilter(lifecycles=ALL_RECORDS.lifecycles, include_expired=True,
-                       id_from=part[0], id_before=part[1])
+    flt = replace(ALL_RECORDS, id_from=part[0], id_before=part[1])
     rows: list[tuple[StaticRow, Entry]] = []
     sensitive: list[tuple[str, RecordState]] = []
     after: str | None = None
@@ -138,39 +148,109 @@ def walk(store: Store, part: IdSlice, now: float) -> SliceRead:
 
 
 def read_in_worker(opener: Opener, part: IdSlice, now: float) -> SliceRead:
-    """A worker process's job: open the store, read its slice, close."""
+    """A worker process's job: open the store, read its slice, close. What its store
+    quarantined goes back with the rows (quarantine is kept per process)."""
     store = opener.open()
     try:
-        return walk(store, part, now)
+        got = walk(store, part, now)
+        return replace(got, quarantined=tuple(sorted(store.quarantined())))
     finally:
         store.close()
 
 
-def read(mem: Memory, parts: Sequence[IdSlice], now: float) -> list[SliceRead]:
+def _serve(conn: Connection, opener: Opener, part: IdSlice, now: float) -> None:
+    """A worker process's main: the slice, or why not, sent back through ``conn``."""
+    try:
+        conn.send(("ok", read_in_worker(opener, part, now)))
+    except Exception as exc:  # noqa: BLE001 - reported to the compiling process, not raised
+        conn.send(("error", f"{type(exc).__name__}: {exc}"))
+    finally:
+        conn.close()
+
+
+class _Worker:
+    """One worker process and the pipe its slice comes back through."""
+
+    def __init__(self, context: Any, opener: Opener, part: IdSlice, now: float) -> None:
+        self.part = part
+        self._conn, theirs = context.Pipe(duplex=False)
+        # daemon: it dies with this process, whatever happens to this one
+        self._proc = context.Process(target=_serve, args=(theirs, opener, part, now),
+                                     daemon=True)
+        self._proc.start()
+        theirs.close()
+
+    def result(self, timeout_s: float) -> SliceRead:
+        """The worker's slice; raises when it failed, died (EOFError) or is still busy
+        after ``timeout_s``."""
+        if not self._conn.poll(timeout_s):
+            raise TimeoutError(f"no answer within {timeout_s:.0f} s")
+        kind, value = self._conn.recv()
+        if kind != "ok":
+            raise StoreError(str(value))
+        assert isinstance(value, SliceRead)
+        return value
+
+    def close(self) -> None:
+        """End the process (a stuck one is terminated) and reap it, so its CPU counts as
+        this process's children's."""
+        if self._proc.is_alive():
+            self._proc.join(1.0)
+        if self._proc.is_alive():
+            self._proc.terminate()
+        self._proc.join()
+        self._conn.close()
+
+
+def read(mem: Memory, parts: Sequence[IdSlice], now: float,
+         records: int = 0) -> list[SliceRead]:
     """Every slice of ``parts``: the first read here, the others by worker processes
     (started with ``spawn``: a node has threads, and forking a process with threads is
-    unsafe), each read here instead if its worker fails."""
+    unsafe), each read here instead if its worker fails or takes far longer than the slice
+    should (``records``: the store's size, for that bound). A record this process has
+    quarantined is never taken from a worker; what a worker quarantined is logged."""
     if len(parts) == 1:
         return [walk(mem.store, parts[0], now)]
-    opener = Opener.of(mem)
     context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(len(parts) - 1, mp_context=context) as pool:
-        jobs = [pool.submit(read_in_worker, opener, part, now) for part in parts[1:]]
-        out = [walk(mem.store, parts[0], now)]
-        out += [_result(job, mem, part, now) for job, part in zip(jobs, parts[1:], strict=True)]
-    return out
-
-
-def _result(job: Future[SliceRead], mem: Memory, part: IdSlice, now: float) -> SliceRead:
+    opener = Opener.of(mem)
+    workers: list[_Worker] = []
     try:
-        return job.result()
+        workers = [_Worker(context, opener, part, now) for part in parts[1:]]
+        out = [walk(mem.store, parts[0], now)]
+        wait_s = WAIT_S + WAIT_FACTOR * RECORD_S * records
+        out += [_result(w, mem, now, wait_s) for w in workers]
+    finally:
+        for w in workers:
+            w.close()
+    return _without_quarantined(out, set(mem.store.quarantined()))
+
+
+def _result(worker: _Worker, mem: Memory, now: float, wait_s: float) -> SliceRead:
+    try:
+        got = worker.result(wait_s)
     # A worker only saves time: whatever stopped it (the store would not open there, the
-    # process died: BrokenProcessPool, a main module without a __main__ guard under spawn),
-    # this process reads the slice, and its own read raises if the store is at fault.
-    except Exception as exc:  # noqa: BLE001
+    # process died or hangs, a main module without a __main__ guard under spawn), this
+    # process reads the slice, and its own read raises if the store is at fault.
+    except Exception as exc:
         log.warning("brain: a worker could not read ids %s..%s (%s); reading them here",
-                    part[0] or "", part[1] or "", exc)
-        return walk(mem.store, part, now)
+                    worker.part[0] or "", worker.part[1] or "", exc)
+        log.debug("brain: the worker's failure", exc_info=True)
+        return walk(mem.store, worker.part, now)
+    if got.quarantined:
+        log.warning("brain: a worker left out %d record(s) that fail verification: %s; "
+                    "run `amcp verify` for the report", len(got.quarantined),
+                    ", ".join(got.quarantined[:5]))
+    return got
+
+
+def _without_quarantined(reads: list[SliceRead], bad: set[str]) -> list[SliceRead]:
+    """The reads without what this process's store has quarantined (a worker's store
+    checks what it reads, but cannot know what this one found before)."""
+    if not bad:
+        return reads
+    return [replace(r, rows=[(s, e) for s, e in r.rows if e.knowledge_id not in bad],
+                    sensitive=[(k, st) for k, st in r.sensitive if k not in bad])
+            for r in reads]
 
 
 __all__ = ["MIN_RECORDS", "IdSlice", "Opener", "SliceRead", "default_workers", "plan", "read",

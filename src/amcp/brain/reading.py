@@ -16,12 +16,13 @@ from typing import TYPE_CHECKING
 from amcp.amf.types import Lifecycle
 from amcp.brain import parts
 from amcp.brain.entries import ALL_RECORDS, Entry, StaticRow, entry_from, static_of
+from amcp.errors import ValidationError
 from amcp.store.base import RecordFilter, RecordState
 
 if TYPE_CHECKING:
     from amcp.memory import Memory
 
-PAGE = 2000  # records read per store page
+PAGE = parts.PAGE  # records read per store page
 
 
 def iter_entries(mem: Memory, now: float, cache: dict[str, StaticRow] | None = None, *,
@@ -62,9 +63,11 @@ def _read_all(mem: Memory, cache: dict[str, StaticRow], now: float,
     (``parts``), added to ``cache``, and its entry. Sensitive records have no summary: they
     are read through ``Memory`` (which redacts them, as every read without ``reveal`` does)
     at the end."""
-    slices = parts.plan(mem.store.count(ALL_RECORDS) if workers else 0, workers)
+    if not 0 <= workers <= parts.MAX_WORKERS:
+        raise ValidationError("workers", f"0 to {parts.MAX_WORKERS}, not {workers}")
+    records = mem.store.count(ALL_RECORDS) if workers else 0
     sensitive: list[tuple[str, RecordState]] = []
-    for read in parts.read(mem, slices, now):
+    for read in parts.read(mem, parts.plan(records, workers), now, records):
         for static, entry in read.rows:
             cache.setdefault(entry.knowledge_id, static)
             yield entry

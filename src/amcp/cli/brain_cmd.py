@@ -62,9 +62,9 @@ def compile_cmd(
     store: StoreOpt = None,
     now: NowOpt = None,
     workers: Annotated[int | None, typer.Option(
-        "--workers", min=0, max=8,
+        "--workers", min=0,
         help="Processes sharing the first read of a large store (default: one per spare "
-             "core; 0: none). The output is the same either way.")] = None,
+             "core, at most 8; 0: none). The output is the same either way.")] = None,
     json_: JsonOpt = False,
 ) -> None:
     """Compile INDEX.md, REGION-*.md, weights.json and not_indexed.md (deterministic)."""
