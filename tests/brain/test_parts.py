@@ -68,7 +68,7 @@ def test_split_read_gives_the_same_bytes(brain_mem: Memory, tmp_path: Path,
     with caplog.at_level(logging.WARNING, logger="amcp.brain.parts"):
         two = compile_brain(brain_mem, tmp_path / "two", now=NOW, workers=2)
     assert not caplog.records  # both workers read their slices
-    assert len(split) == 1 and split[0][0] is None  # only the first slice was read here
+    assert len(split) == 1 and split[0][1] is not None  # only the first slice was read here
     assert files_of(tmp_path / "one") == files_of(tmp_path / "two")
     assert one.records == two.records == 47
     assert "hunter2" not in (tmp_path / "two" / "REGION-user-alice.md").read_text()
@@ -235,3 +235,6 @@ def test_a_worker_count_out_of_range_is_refused(brain_mem: Memory, tmp_path: Pat
     with pytest.raises(ValidationError, match="workers: 0 to 8"):
         compile_brain(brain_mem, tmp_path / "b", now=NOW, workers=9)
     assert not (tmp_path / "b" / "INDEX.md").exists()
+    compile_brain(brain_mem, tmp_path / "b", now=NOW)
+    with pytest.raises(ValidationError, match="workers: 0 to 8"):  # warm too
+        compile_brain(brain_mem, tmp_path / "b", now=NOW, workers=-1)

@@ -80,11 +80,9 @@ class Opener:
         not the one this process has open (opening never creates one here: a missing file
         would otherwise become a new, empty store, and its slice would read as empty)."""
         from amcp.keyring import Keyring
-        from amcp.store.url import Backend, open_store
+        from amcp.store.url import open_store
 
-        path = self.location.path
-        if self.store_id is None or (
-                self.location.backend is Backend.SQLITE and (path is None or not path.is_file())):
+        if self.store_id is None or self.location.exists() is False:
             raise StoreError(f"no store to read at {self.location}")
         store = open_store(self.location,
                            Keyring(self.key_dir, witness_dirs=self.witness_dirs))

@@ -32,6 +32,8 @@ def iter_entries(mem: Memory, now: float, cache: dict[str, StaticRow] | None = N
 
     ``workers``: worker processes for a cold read of a large store (``parts.plan``); 0
     reads everything in this process."""
+    if not 0 <= workers <= parts.MAX_WORKERS:
+        raise ValidationError("workers", f"0 to {parts.MAX_WORKERS}, not {workers}")
     cache = {} if cache is None else cache
     if not cache:  # cold: one walk gives the states and the bodies at once
         yield from _read_all(mem, cache, now, workers)
@@ -63,8 +65,6 @@ def _read_all(mem: Memory, cache: dict[str, StaticRow], now: float,
     (``parts``), added to ``cache``, and its entry. Sensitive records have no summary: they
     are read through ``Memory`` (which redacts them, as every read without ``reveal`` does)
     at the end."""
-    if not 0 <= workers <= parts.MAX_WORKERS:
-        raise ValidationError("workers", f"0 to {parts.MAX_WORKERS}, not {workers}")
     records = mem.store.count(ALL_RECORDS) if workers else 0
     sensitive: list[tuple[str, RecordState]] = []
     for read in parts.read(mem, parts.plan(records, workers), now, records):

@@ -49,7 +49,8 @@ def _stem(word: str) -> str:
 
 def _fold(text: str) -> str:
     """Lowercase, accents stripped. ASCII text has no accents to strip and NFKD leaves it
-    as it is, so it skips the per-character pass (most stored text: ~40 % of tokenising)."""
+    as it is, so it skips the per-character pass (most stored text: about a third of
+    ``tokens`` on a typical note, 31-36 against 19-20 µs)."""
     if text.isascii():
         return text.lower()
     text = unicodedata.normalize("NFKD", text.lower())
