@@ -28,7 +28,6 @@ import argparse
 import hashlib
 import os
 import random
-import resource
 import shutil
 import statistics
 import subprocess
@@ -39,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import save
+from common import cpu_with_children_s, save
 
 NOW = "2026-12-01T00:00:00Z"
 KINDS = ["learning", "work_boundary", "preference", "decision", "pitfall", "lifefact", None]
@@ -106,19 +105,12 @@ def run(store: Path, out: Path, tz: str, skew: float) -> float:
     return time.perf_counter() - started
 
 
-def _cpu() -> float:
-    """User+sys seconds of this process and of its children waited for (the workers)."""
-    own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(
-        resource.RUSAGE_CHILDREN)
-    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
-
-
 def timed(compile_once: Callable[[], Any]) -> tuple[tuple[float, float, tuple[float, ...]], Any]:
     """((wall s, CPU s of this process and its workers, load average before), result)."""
     load = os.getloadavg()
-    t, c = time.perf_counter(), _cpu()
+    t, c = time.perf_counter(), cpu_with_children_s()
     result = compile_once()
-    return (time.perf_counter() - t, _cpu() - c, load), result
+    return (time.perf_counter() - t, cpu_with_children_s() - c, load), result
 
 
 def main() -> None:

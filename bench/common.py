@@ -46,6 +46,13 @@ def save(name: str, payload: dict[str, Any]) -> Path:
     return path
 
 
+def cpu_with_children_s() -> float:
+    """User+sys CPU seconds of this process and of its children it has waited for (worker
+    processes count once they are reaped)."""
+    me = os.times()
+    return me.user + me.system + me.children_user + me.children_system
+
+
 def process_cpu_s(pid: int) -> float:
     """utime + stime of process ``pid`` in seconds (/proc/PID/stat fields 14 and 15)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()

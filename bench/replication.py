@@ -39,6 +39,9 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from common import cpu_with_children_s  # noqa: E402
 
 from amcp.agent.hooks.runtime import read_runtime  # noqa: E402
 from amcp.memory import Memory  # noqa: E402
@@ -307,25 +310,19 @@ def in_process(root: Path, hub: Node, n: int, batch: int, workers: int) -> dict[
     applied = 0
     try:
         with Memory(edge_dir / "memory.db", embedder="hashing") as edge:
-            t, wall = _own_cpu(), time.perf_counter()
+            t, wall = cpu_with_children_s(), time.perf_counter()
             for changes in pages:
                 applied += apply_changes(edge, changes, **kw).applied
             wall = time.perf_counter() - wall
     finally:
         if verifier is not None:
             verifier.close()
-        edge_cpu = _own_cpu() - t  # after close: the workers' CPU is counted once reaped
+        edge_cpu = cpu_with_children_s() - t  # after close: the workers' CPU is counted once reaped
         shutil.rmtree(edge_dir, ignore_errors=True)
     return {"records": n, "batch": batch, "verify_workers": workers, "applied": applied,
             "hub_pull_cpu_ms_per_record": round(pull_cpu * 1000 / n, 3),
             "edge_apply_cpu_ms_per_record": round(edge_cpu * 1000 / n, 3),
             "edge_apply_wall_s": round(wall, 1), "load_start": load, "load_end": _load()}
-
-
-def _own_cpu() -> float:
-    """This process's CPU seconds and its reaped children's (a closed verifier's)."""
-    me = os.times()
-    return me.user + me.system + me.children_user + me.children_system
 
 
 def main() -> None:
