@@ -104,7 +104,7 @@ def test_match_forms() -> None:
     assert parse("").terms == []
 
 
-# -- pruned ranking (bm25.essential) ------------------------------------------------------
+# -- pruned ranking (length steps) --------------------------------------------------------
 
 WORDS = ["kafka", "rate", "limit", "deploy", "thursday", "cache", "broker", "api", "login",
          "pool", "tabs", "escalation", "ttl", "partition", "customer", "minute"]
@@ -148,8 +148,8 @@ def _same_page(a: list[tuple[str, float]], b: list[tuple[str, float]], why: obje
 
 
 def test_pruned_page_is_the_full_ranking(postgres_db: str, tmp_path: Path) -> None:
-    """Ranking only the rows holding an essential term gives the page of ranking every
-    match, scores included, also filtered, and scores as SQLite's FTS5 page."""
+    """Ranking only the rows that can reach the page gives the page of ranking every match,
+    scores included, also filtered, and scores as SQLite's FTS5 page."""
     items = _corpus(600)
     lite = SQLiteStore(tmp_path / "lite" / "memory.db", Keyring(tmp_path / "lite" / "keys"))
     pruned = PostgresStore(postgres_db, Keyring(tmp_path / "pg" / "keys"), prune_from=0)
@@ -196,12 +196,3 @@ def test_term_stats_follow_writes(postgres_db: str, tmp_path: Path) -> None:
             "kafka": 1, "rate": 1, "limit": 1}
     finally:
         store.close()
-
-
-def test_essential_terms() -> None:
-    from amcp.store.postgres.bm25 import essential
-
-    bound = {"rare": 5.0, "mid": 2.0, "common": 0.5}
-    assert essential(bound, 3.0) == ["rare"]  # mid + common = 2.5 < 3
-    assert essential(bound, 2.5) == ["rare", "mid"]  # 2.5 is not below 2.5: a tie could enter
-    assert essential(bound, 0.4) is None

@@ -9,14 +9,14 @@ same idf (``fts_rank.idf``) and the same pre-tokenised text (``amcp.retrieval.le
 writes it; this adapter splits it on whitespace, as FTS5's unicode61 does for such text),
 so both adapters give the same scores and the same order (ties by rowid).
 
-Ranking every row that holds a query term is what cost recall its time at 100k: a question
-naming a common word matches thousands of rows. So a plain OR is ranked max-score style
-(``essential``): the rows holding the highest-bound term are ranked first, and their k-th
-score says which terms are *essential* — those without which a row cannot reach it, since
-each term's share of a score is bounded (``bounds``, from ``term_stats``). Only rows holding
-an essential term are scored then, so the common, low-idf terms' matches are never summed,
-sorted or looked up. The page is the same as ranking every
-match (``tests/store/test_pg_bm25.py`` checks it against the plain statement and SQLite).
+Ranking every row that holds a query term is what cost recall its time: a question naming
+common words matches thousands of rows at 100k and hundreds of thousands of postings at 1M.
+So rows are ranked shorter first (``length_bound``, ``length_needed``; the postings are
+keyed by ``(term, doclen, rid)``): BM25 gives a longer row less for the same frequency, so
+once the shorter rows' k-th score is known, every row too long to reach it is left out,
+and rows below that score are dropped before the sort (``ranked_sql``'s ``floor``). The
+page is the same as ranking every match (``tests/store/test_pg_bm25.py`` and
+``test_pg_length_steps.py`` check it against the plain statement and SQLite).
 
 Match expressions are the ones the node writes (``lexical.build_match``: quoted terms joined
 by OR); a bare word is a term too, and a group of several words (``a b`` or ``"a b"``) must
@@ -80,7 +80,8 @@ _SCORE = (
 
 def ranked_sql(
     match: Match, idf: list[float], context_weight: float, avgdl: float,
-    where: tuple[str, list[Any]] | None, limit: int, among: list[str] | None = None,
+    where: tuple[str, list[Any]] | None, limit: int, max_len: int | None = None,
+    floor: float | None = None,
 ) -> tuple[str, list[Any]]:
     """The statement ranking ``match``'s postings, best first (ties by rowid), returning
     (rowid, knowledge_id, score) rows that pass ``where`` (a ``sqlfilter`` clause over
@@ -89,8 +90,12 @@ def ranked_sql(
     The scores come from the postings alone (index-only scans of the covering primary key);
     the rows are then looked up in ``records`` in score order, so the filter is checked on
     the best rows until ``limit`` pass, not on every match (a wide row each). With
-    ``among`` (plain matches only), only rows holding one of those terms are scored:
-    ``essential`` says when that cannot change the page."""
+    ``max_len``, only rows of at most that many tokens (a range of the postings' key,
+    ``(term, doclen, rid)``): every posting of a row carries the row's length, so a row is
+    scored whole or not at all, and ``length_needed`` says when the rows left out cannot
+    reach the page. With ``floor``, rows scoring below it are dropped before the sort (a
+    k-th score already seen: the page's is at least that, so none of them is on it);
+    PostgreSQL applies the condition as the grouping's HAVING."""
     params: list[Any] = [context_weight, context_weight, avgdl or 1.0, match.terms, idf]
     having = ""
     if not match.plain:
@@ -99,18 +104,21 @@ def ranked_sql(
             for g in match.groups
         )
         params.extend(match.groups)
-    holding = ""
-    if among is not None:
-        assert match.plain
-        holding = " WHERE p.rid IN (SELECT rid FROM postings WHERE term = ANY(%s))"
-        params.append(among)
+    short = ""
+    if max_len is not None:
+        short = " AND p.doclen <= %s"
+        params.insert(5, max_len)
     clause, more = where if where is not None else ("TRUE", [])
+    above = ""
+    if floor is not None:  # the margin keeps a row tying the floor to float rounding
+        above = "s.score >= %s AND "
+        more = [floor - abs(floor) * _MARGIN - _MARGIN, *more]
     sql = (
         f"SELECT s.rid, r.knowledge_id, s.score FROM (SELECT p.rid, {_SCORE} AS score "
         "FROM postings p JOIN unnest(%s::text[], %s::float8[]) AS q(term, idf) "
-        f"ON p.term = q.term{holding} GROUP BY p.rid{having} "
+        f"ON p.term = q.term{short} GROUP BY p.rid{having} "
         "ORDER BY score DESC, p.rid) s "
-        f"JOIN records r ON r.rowid = s.rid WHERE {clause} "
+        f"JOIN records r ON r.rowid = s.rid WHERE {above}{clause} "
         "ORDER BY s.score DESC, s.rid LIMIT %s"
     )
     return sql, [*params, *more, limit]
@@ -126,38 +134,54 @@ class TermStats(NamedTuple):
     min_len: int
 
 
-# A term set is only left out if its bound is below the k-th score by this relative margin,
-# so float rounding (the bound here, the sum in SQL) never drops a row that belongs on the
-# page or ties into it (as ``fts_rank``).
+# A row is only left out if its bound is below the k-th score by this relative margin, so
+# float rounding (the bound here, the sum in SQL) never drops a row that belongs on the page
+# or ties into it (as ``fts_rank``).
 _MARGIN = 1e-9
 
 
-def bounds(
+# Length steps. A row's score is at most the sum, over the query terms, of each term's most
+# at the row's length (``fts_rank.term_bound``: BM25's term factor shrinks as the row grows,
+# for b > 0). So once the rows of at most ``L`` tokens are ranked and the page's k-th score
+# is known, every longer row is out of the page when that sum at ``L + 1`` is below it.
+_LONGEST = 1 << 24  # no row is this long: past it, rank every length
+
+
+def length_bound(
     match: Match, idf: list[float], stats: dict[str, TermStats], context_weight: float,
-    avgdl: float,
-) -> dict[str, float]:
-    """Each distinct term's largest possible share of one row's score (a repeated query
-    term counts each time, as it is scored): its idf, its largest weighted frequency and
-    the shortest row holding it in BM25's term factor."""
-    out: dict[str, float] = {}
+    avgdl: float, longer_than: int,
+) -> float:
+    """The most a row of more than ``longer_than`` tokens can score."""
+    total = 0.0
     for term, weight in zip(match.terms, idf, strict=True):
         got = stats.get(term)
-        if got is None:
-            continue
-        most = got.max_own + context_weight * got.max_ctx
-        out[term] = out.get(term, 0.0) + fts_rank.term_bound(weight, most, got.min_len, avgdl)
-    return out
+        if got is not None:
+            most = got.max_own + context_weight * got.max_ctx
+            total += fts_rank.term_bound(weight, most, max(got.min_len, longer_than + 1),
+                                         avgdl)
+    return total
 
 
-def essential(bound: dict[str, float], kth: float) -> list[str] | None:
-    """The fewest highest-bound terms such that a row holding none of them cannot reach
-    ``kth`` (the k-th best score of some rows already ranked, so at most the page's k-th):
-    a row's score is at most the sum of the bounds of the terms it holds. None: every
-    term is needed (nothing to leave out)."""
-    order = sorted(bound, key=lambda t: -bound[t])
-    rest = sum(bound.values())
-    for n, term in enumerate(order[:-1], start=1):
-        rest -= bound[term]
-        if rest * (1 + _MARGIN) + _MARGIN < kth:
-            return order[:n]
-    return None
+def length_needed(
+    match: Match, idf: list[float], stats: dict[str, TermStats], context_weight: float,
+    avgdl: float, kth: float, ranked_to: int,
+) -> int | None:
+    """The least length ``L`` (at least ``ranked_to``) such that no row longer than ``L``
+    can reach ``kth`` (the k-th score of the rows up to ``ranked_to`` tokens, so at most the
+    page's k-th); None when no such length is in sight (every length must be ranked)."""
+
+    def out(length: int) -> bool:
+        bound = length_bound(match, idf, stats, context_weight, avgdl, length)
+        return bound * (1 + _MARGIN) + _MARGIN < kth
+
+    if out(ranked_to):
+        return ranked_to
+    low, high = ranked_to, max(2 * ranked_to, 1)
+    while not out(high):  # doubling, then halving the gap: ~2·log2(L) bounds in Python
+        if high >= _LONGEST:
+            return None
+        low, high = high, min(2 * high, _LONGEST)
+    while high - low > 1:
+        mid = (low + high) // 2
+        low, high = (low, mid) if out(mid) else (mid, high)
+    return high

@@ -30,6 +30,7 @@ def postings_of(rowid: int, terms: str, context: str) -> tuple[int, list[tuple[A
     ]
 
 
+_LENGTH_STEPS = 3  # shorter-rows-first statements before ranking every length
 _CACHED_TERMS_MAX = 50_000  # term_stats rows kept for one generation before starting over
 
 
@@ -215,9 +216,9 @@ class LexicalIndex:
             idf = bm25.idfs(match.terms, {t: s.docs for t, s in stats.items()}, docs)
             where = where_clause(flt, dialect="postgres")
 
-            def ranked(among: list[str] | None) -> list[Any]:
+            def ranked(max_len: int | None, floor: float | None) -> list[Any]:
                 sql, params = bm25.ranked_sql(match, idf, context_weight, avgdl, where, k,
-                                              among)
+                                              max_len, floor)
                 return conn.execute(sql, params).fetchall()
 
             rows = self._pruned(match, idf, stats, context_weight, avgdl, k, ranked)
@@ -226,22 +227,40 @@ class LexicalIndex:
     def _pruned(
         self, match: bm25.Match, idf: list[float], stats: dict[str, bm25.TermStats],
         context_weight: float, avgdl: float, k: int,
-        ranked: Callable[[list[str] | None], list[Any]],
+        ranked: Callable[[int | None, float | None], list[Any]],
     ) -> list[Any]:
-        """The page, ranking only the rows that can reach it (``bm25.essential``) where
-        that can pay: a plain OR of several terms with enough matches in all."""
-        if (not match.plain or context_weight < 0 or len(stats) < 2
-                or sum(s.docs for s in stats.values()) < self._min_matches):
-            return ranked(None)
-        bound = bm25.bounds(match, idf, stats, context_weight, avgdl)
-        order = sorted(bound, key=lambda t: -bound[t])
-        seed = ranked(order[:1])  # the rows holding the highest-bound term
-        if len(seed) < k:
-            return ranked(None)  # no k-th score to prune with
-        keep = bm25.essential(bound, float(seed[k - 1][2]))
-        if keep is None:
-            return ranked(None)
-        return seed if keep == order[:1] else ranked(keep)
+        """The page, ranking only the rows that can reach it where that can pay (enough
+        matches in all): shorter rows first (``bm25``, "Length steps").
+
+        The first statement ranks the rows up to the length at which a row can first hold
+        every term (at least half-way from the shortest row to the average); while fewer
+        than ``k`` pass, the next goes twice as far from the shortest. Once ``k`` pass,
+        their k-th score bounds the page's from below: ``length_needed`` says how long a
+        row can be and still reach it. If no longer row can, that is the page; if it is far
+        off, one step more may raise the k-th score and bring it closer; then one last
+        statement ranks the rows up to it. Every statement after a k-th score keeps only
+        the rows reaching it (``floor``), so only those are sorted and looked up."""
+        if context_weight < 0 or sum(s.docs for s in stats.values()) < self._min_matches:
+            return ranked(None, None)
+        lengths = [s.min_len for s in stats.values()]
+        shortest = min(lengths)
+        length = max(*lengths, shortest + max(1, round((avgdl - shortest) / 2)))
+        kth: float | None = None
+        need: int | None = None
+        for _step in range(_LENGTH_STEPS):
+            rows = ranked(length, kth)
+            further = shortest + 2 * (length - shortest)
+            if len(rows) >= k:
+                refining = kth is not None
+                kth = float(rows[k - 1][2])
+                need = bm25.length_needed(match, idf, stats, context_weight, avgdl, kth,
+                                          length)
+                if need == length:
+                    return rows
+                if refining or (need is not None and need <= further):
+                    break
+            length = further
+        return ranked(need, kth)
 
     def _stats_now(self) -> _Stats:
         """The statistics cache of the store's current generation (a fresh, unshared one

@@ -93,8 +93,8 @@ class PostgresStore:
         prepare: bool = True,
     ) -> None:
         """``prune_from``: the matches in all (the query terms' document counts summed)
-        from which lexical ranking skips the rows that cannot make the page
-        (``bm25.essential``); below it every match is ranked. ``hnsw``: keep pgvector's
+        from which lexical ranking skips the rows that cannot make the page (length
+        steps, ``bm25.length_needed``); below it every match is ranked. ``hnsw``: keep pgvector's
         HNSW index, and recall asks it (``Capabilities.vector_search``) instead of building
         its in-process index from every vector (``vectors``). ``prepare``: server-side
         prepared statements (``Database``); False behind a transaction-pooling proxy that
