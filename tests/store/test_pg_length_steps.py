@@ -129,6 +129,116 @@ def test_the_first_statement_ranks_only_shorter_rows(
     _same_page(got, _lexical(full).search_lexical(match, RecordFilter(), 5), "first step")
 
 
+@pytest.mark.postgres
+def test_every_kind_of_step_is_taken(stores: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The pages above come through every path of ``_pruned``, not through one that ranks
+    every row: a page from the first statement alone, a last statement bounded by a length
+    and a k-th score, one bounded by a k-th score only (no length in sight), and every
+    length when too few rows pass; and no statement after the first ranks without a length or a floor unless the
+    steps ran out."""
+    _lite, pruned, _full = stores
+    calls: list[tuple[int | None, float | None]] = []
+    real = bm25.ranked_sql
+
+    def spy(*args: Any, **kw: Any) -> Any:
+        calls.append((args[6] if len(args) > 6 else kw.get("max_len"),
+                      args[7] if len(args) > 7 else kw.get("floor")))
+        return real(*args, **kw)
+
+    monkeypatch.setattr(bm25, "ranked_sql", spy)
+    shapes: set[str] = set()
+    for query in QUERIES + GROUPS:
+        match = query if query in GROUPS else build_match(query_terms(query))
+        for flt in FILTERS:
+            for k in (1, 5, 20, 60, 400):  # 400: more than pass the filter
+                calls.clear()
+                _lexical(pruned).search_lexical(match, flt, k)
+                last_len, last_floor = calls[-1]
+                if len(calls) == 1:
+                    assert last_len is not None and last_floor is None, (query, flt, k)
+                    shapes.add("first")
+                elif last_floor is not None:
+                    shapes.add("length and floor" if last_len is not None else "floor")
+                else:
+                    assert last_len is None and len(calls) == 4, (query, flt, k, calls)
+                    shapes.add("every length")
+                assert all(length is not None for length, _f in calls[:-1]), calls
+    assert shapes == {"first", "length and floor", "floor", "every length"}
+
+
+@pytest.fixture
+def peers(postgres_db: str, tmp_path: Any) -> Any:
+    """A store pruning from the first match on, and a second one on the same database: a
+    peer process that commits while the first one reads."""
+    keys = Keyring(tmp_path / "keys")
+    mine = PostgresStore(postgres_db, keys, prune_from=0)
+    mine.put_many(_corpus(400))
+    peer = PostgresStore(postgres_db, keys)
+    yield mine, peer
+    peer.close()
+    mine.close()
+
+
+def _steps(monkeypatch: pytest.MonkeyPatch, before_second: Any) -> list[int]:
+    """Count the ranking statements; ``before_second()`` runs once the first has run."""
+    calls: list[int] = []
+    real = bm25.ranked_sql
+
+    def spy(*args: Any, **kw: Any) -> Any:
+        calls.append(1)
+        if len(calls) == 2:
+            before_second()
+        return real(*args, **kw)
+
+    monkeypatch.setattr(bm25, "ranked_sql", spy)
+    return calls
+
+
+@pytest.mark.postgres
+def test_a_commit_between_the_steps_does_not_shorten_the_page(
+    peers: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The steps read one snapshot: a peer that purges a row of the first statement's top k
+    before the next one runs leaves the page as it was when the search began. Read as
+    separate statements, the later ones would keep only rows reaching the first one's k-th
+    score, and the purged row would leave the page one short."""
+    mine, peer = peers
+    match, k = build_match(query_terms("kafka rate limit")), 10
+    before = _lexical(mine).search_lexical(match, RecordFilter(), k)
+    assert len(before) == k
+    calls = _steps(monkeypatch, lambda: peer.purge(before[0][0], hlc=10**9))
+    got = _lexical(mine).search_lexical(match, RecordFilter(), k)
+    assert len(calls) >= 2, "the search ran in one statement: nothing to race"
+    _same_page(got, before, "as of the first statement")
+    monkeypatch.undo()
+    after = _lexical(mine).search_lexical(match, RecordFilter(), k)
+    assert len(after) == k and before[0][0] not in dict(after)
+
+
+@pytest.mark.postgres
+def test_bounds_hold_for_a_commit_not_yet_notified(
+    peers: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A peer stores a long row repeating a term far more often than any row before it, and
+    this store's cached statistics (its notification not here yet) say no row that long
+    can make the page. The bounds are read again in the search's snapshot, so the row is
+    ranked: the page is the one of ranking every match with the same statistics."""
+    mine, peer = peers
+    lexical = _lexical(mine)
+    match, k = build_match(query_terms("kafka")), 5
+    lexical.search_lexical(match, RecordFilter(), k)  # fills the statistics cache
+    stale = lexical._stats_now()
+    monkeypatch.setattr(lexical, "_stats_now", lambda: stale)
+    text = " ".join(["kafka"] * 60 + FILLER[:30])
+    late = rec(f"{text} late", scope="team:0", ts=1_800_000_000)
+    peer.put_many([PutItem(late, hlc=10**9, index_text=index_terms(text))])
+    got = lexical.search_lexical(match, RecordFilter(), k)
+    monkeypatch.setattr(lexical, "_min_matches", 10**9)  # every match, same statistics
+    want = lexical.search_lexical(match, RecordFilter(), k)
+    assert late.knowledge_id in dict(want)
+    _same_page(got, want, "a peer's row the cache has not seen")
+
+
 def _match_stats() -> tuple[bm25.Match, list[float], dict[str, bm25.TermStats]]:
     match = bm25.parse('"kafka" OR "rate" OR "kafka"')
     stats = {"kafka": bm25.TermStats(300, 4, 2, 3), "rate": bm25.TermStats(900, 1, 0, 7)}
@@ -169,8 +279,13 @@ def test_sql_bounds_rows_by_length() -> None:
     assert params[-2] == pytest.approx(3.0) and params[-2] < 3.0  # the margin keeps ties
 
 
-def test_ordering_of_postings_is_migrated() -> None:
-    from amcp.store.postgres.migrate import migration_files
-
-    last = migration_files()[-1][1]
-    assert "PRIMARY KEY (term, doclen, rid)" in last
+@pytest.mark.postgres
+def test_postings_are_keyed_by_length(stores: Any) -> None:
+    """The migrated schema's key, as the length range scans need it."""
+    _lite, pruned, _full = stores
+    with pruned._db.read() as conn:
+        key = conn.execute(
+            "SELECT pg_get_constraintdef(oid) FROM pg_constraint "
+            "WHERE conrelid = 'postings'::regclass AND contype = 'p'"
+        ).fetchone()
+    assert key is not None and key[0] == "PRIMARY KEY (term, doclen, rid) INCLUDE (tf_own, tf_ctx)"

@@ -96,7 +96,13 @@ def ranked_sql(
     reach the page. With ``floor``, rows scoring below it are dropped before the sort (a
     k-th score already seen: the page's is at least that, so none of them is on it);
     PostgreSQL applies the condition as the grouping's HAVING."""
+    # Parameters in the statement's order: the score's, the query terms', the length cut's,
+    # the groups', the floor's, the filter's, the limit.
     params: list[Any] = [context_weight, context_weight, avgdl or 1.0, match.terms, idf]
+    short = ""
+    if max_len is not None:
+        short = " AND p.doclen <= %s"
+        params.append(max_len)
     having = ""
     if not match.plain:
         having = " HAVING " + " OR ".join(
@@ -104,15 +110,11 @@ def ranked_sql(
             for g in match.groups
         )
         params.extend(match.groups)
-    short = ""
-    if max_len is not None:
-        short = " AND p.doclen <= %s"
-        params.insert(5, max_len)
-    clause, more = where if where is not None else ("TRUE", [])
     above = ""
-    if floor is not None:  # the margin keeps a row tying the floor to float rounding
+    if floor is not None:  # lowered by the margin: a row tying the floor survives rounding
         above = "s.score >= %s AND "
-        more = [floor - abs(floor) * _MARGIN - _MARGIN, *more]
+        params.append(floor - abs(floor) * _MARGIN - _MARGIN)
+    clause, more = where if where is not None else ("TRUE", [])
     sql = (
         f"SELECT s.rid, r.knowledge_id, s.score FROM (SELECT p.rid, {_SCORE} AS score "
         "FROM postings p JOIN unnest(%s::text[], %s::float8[]) AS q(term, idf) "

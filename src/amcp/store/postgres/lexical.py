@@ -31,6 +31,14 @@ def postings_of(rowid: int, terms: str, context: str) -> tuple[int, list[tuple[A
 
 
 _LENGTH_STEPS = 3  # shorter-rows-first statements before ranking every length
+
+# One ranking statement (``bm25.ranked_sql``): rows of at most ``max_len`` tokens (None:
+# every length) scoring at least ``floor`` (None: any); (rowid, knowledge_id, score) rows.
+Ranked = Callable[[int | None, float | None], list[Any]]
+
+
+def _page(rows: list[Any]) -> list[tuple[str, float]]:
+    return [(str(kid), float(score)) for _rid, kid, score in rows]
 _CACHED_TERMS_MAX = 50_000  # term_stats rows kept for one generation before starting over
 
 
@@ -216,18 +224,38 @@ class LexicalIndex:
             idf = bm25.idfs(match.terms, {t: s.docs for t, s in stats.items()}, docs)
             where = where_clause(flt, dialect="postgres")
 
-            def ranked(max_len: int | None, floor: float | None) -> list[Any]:
-                sql, params = bm25.ranked_sql(match, idf, context_weight, avgdl, where, k,
-                                              max_len, floor)
-                return conn.execute(sql, params).fetchall()
+            def ranked_on(conn: Connection) -> Ranked:
+                def ranked(max_len: int | None, floor: float | None) -> list[Any]:
+                    sql, params = bm25.ranked_sql(match, idf, context_weight, avgdl, where, k,
+                                                  max_len, floor)
+                    return conn.execute(sql, params).fetchall()
+                return ranked
 
-            rows = self._pruned(match, idf, stats, context_weight, avgdl, k, ranked)
-        return [(str(kid), float(score)) for _rid, kid, score in rows]
+            if not self._prunes(stats, context_weight):
+                return _page(ranked_on(conn)(None, None))
+        # Several statements, so one snapshot: a commit between them could otherwise drop a
+        # row of the first one's top k (a purge, a lifecycle change) while the later ones
+        # keep only rows reaching its k-th score — a short page. The bounds are read in
+        # that snapshot too (``term_stats`` is kept by every write): the cached ones may
+        # predate a peer's commit whose notification is still on its way, and a bound must
+        # hold for every row the statements see (ceilings only grow, so a term read again
+        # replaces its cached row; one no longer counted keeps it, as idf does). idf and
+        # avgdl stay as read: the bounds and the statements use the same ones.
+        with self._db.snapshot() as conn:
+            bounds = {**stats, **self._term_stats(conn, _Stats(-1), match.terms)}
+            rows = self._pruned(match, idf, bounds, context_weight, avgdl, k, ranked_on(conn))
+        return _page(rows)
+
+    def _prunes(self, stats: dict[str, bm25.TermStats], context_weight: float) -> bool:
+        """Whether ranking the rows that can reach the page can pay, and be exact: enough
+        matches in all (``prune_from``), and no negative context weight (the bounds take a
+        larger frequency to score more)."""
+        return context_weight >= 0 and sum(s.docs for s in stats.values()) >= self._min_matches
 
     def _pruned(
         self, match: bm25.Match, idf: list[float], stats: dict[str, bm25.TermStats],
         context_weight: float, avgdl: float, k: int,
-        ranked: Callable[[int | None, float | None], list[Any]],
+        ranked: Ranked,
     ) -> list[Any]:
         """The page, ranking only the rows that can reach it where that can pay (enough
         matches in all): shorter rows first (``bm25``, "Length steps").
@@ -240,8 +268,6 @@ class LexicalIndex:
         off, one step more may raise the k-th score and bring it closer; then one last
         statement ranks the rows up to it. Every statement after a k-th score keeps only
         the rows reaching it (``floor``), so only those are sorted and looked up."""
-        if context_weight < 0 or sum(s.docs for s in stats.values()) < self._min_matches:
-            return ranked(None, None)
         lengths = [s.min_len for s in stats.values()]
         shortest = min(lengths)
         length = max(*lengths, shortest + max(1, round((avgdl - shortest) / 2)))
