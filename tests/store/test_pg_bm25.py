@@ -130,6 +130,21 @@ def _corpus(n: int) -> list[PutItem]:
     return items
 
 
+def pages_agree(
+    stores: tuple[Store, Store, Store], match: str, flt: RecordFilter, k: int, weight: float
+) -> None:
+    """SQLite's page and the pruned PostgreSQL store's are the page of the PostgreSQL store
+    that ranks every match (``stores``: SQLite, pruned, ranking every match)."""
+    lite, pruned, full = stores
+    want = _lexical(full).search_lexical(match, flt, k, context_weight=weight)
+    got = _lexical(pruned).search_lexical(match, flt, k, context_weight=weight)
+    lit = _lexical(lite).search_lexical(match, flt, k, context_weight=weight)
+    assert want, match
+    why = (match, flt, k, weight)
+    _same_page(got, want, why)
+    _same_page(lit, want, why)
+
+
 def _same_page(a: list[tuple[str, float]], b: list[tuple[str, float]], why: object) -> None:
     """The same page up to rows whose scores tie: the sums agree only to rounding (summed in
     another order, by another engine), so two rows of equal text may swap places or trade
@@ -162,12 +177,7 @@ def test_pruned_page_is_the_full_ranking(postgres_db: str, tmp_path: Path) -> No
             for flt in (RecordFilter(), RecordFilter(scopes=("team:1",))):
                 for k in (1, 5, 20):
                     for weight in (1.0, 0.5, 0.0):
-                        want = _lexical(full).search_lexical(match, flt, k, context_weight=weight)
-                        got = _lexical(pruned).search_lexical(match, flt, k, context_weight=weight)
-                        lit = _lexical(lite).search_lexical(match, flt, k, context_weight=weight)
-                        assert want, query
-                        _same_page(got, want, (query, flt, k, weight))
-                        _same_page(lit, want, (query, flt, k, weight))
+                        pages_agree((lite, pruned, full), match, flt, k, weight)
     finally:
         lite.close()
         pruned.close()

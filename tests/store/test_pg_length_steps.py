@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from tests.store.records import rec
-from tests.store.test_pg_bm25 import _lexical, _same_page
+from tests.store.test_pg_bm25 import _lexical, _same_page, pages_agree
 
 from amcp.keyring import Keyring
 from amcp.retrieval.lexical import build_match, index_terms, query_terms
@@ -80,17 +80,11 @@ FILTERS = [RecordFilter(), RecordFilter(scopes=("team:1",))]
 @pytest.mark.postgres
 @pytest.mark.parametrize("query", QUERIES)
 def test_length_steps_give_the_full_page(stores: Any, query: str) -> None:
-    lite, pruned, full = stores
     match = build_match(query_terms(query))
     for flt in FILTERS:
         for k in (1, 5, 20, 60):
             for weight in (1.0, 0.5, 0.0):
-                want = _lexical(full).search_lexical(match, flt, k, context_weight=weight)
-                got = _lexical(pruned).search_lexical(match, flt, k, context_weight=weight)
-                lit = _lexical(lite).search_lexical(match, flt, k, context_weight=weight)
-                assert want, query
-                _same_page(got, want, (query, flt, k, weight))
-                _same_page(lit, want, (query, flt, k, weight))
+                pages_agree(stores, match, flt, k, weight)
 
 
 @pytest.mark.postgres
