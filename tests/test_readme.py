@@ -122,18 +122,24 @@ def test_the_servers_and_the_node_snippet(tmp_path: Path) -> None:
         assert done.returncode == 0, done.stderr
         assert conformance[0] == "conformance"
         target = conformance[1].replace("7707", str(port))
-        done = subprocess.run(amcp_argv("conformance", target, *conformance[2:]),
+        report_path = tmp_path / "conformance.json"
+        done = subprocess.run(amcp_argv("conformance", target, *conformance[2:],
+                                        "--json-out", str(report_path)),
                               capture_output=True, text=True, env=env, timeout=300, check=False)
-        # T2-01 bounds a cold boot's latency (p95 ≤ 100 ms); here the node runs beside the
-        # rest of the suite on two busy cores, where it once measured 162 ms. The README's
-        # command must run every test and pass every other one; T2-01 itself is held
-        # against a lone node in tests/conformance/test_levels_node.py.
-        failed = [line.split()[0] for line in done.stdout.splitlines()
-                  if line.rstrip().endswith(" FAIL")]
-        assert failed in ([], ["T2-01"]), done.stdout + done.stderr
-        # 2: levels not all kit-ready; 1: some test failed (T2-01 alone, as just checked)
+        assert report_path.exists(), done.stdout + done.stderr
+        tests = json.loads(report_path.read_text())["tests"]
+        assert [t["id"] for t in tests] == [f"T1-0{i}" for i in range(1, 9)] + [
+            f"T2-0{i}" for i in range(1, 9)], done.stdout  # every Level-1 and -2 test ran
+        # T2-01's two latency checks bound a cold boot to 100 ms (p95); here the node runs
+        # beside the rest of the suite on two busy cores, where it once measured 162 ms.
+        # Only those two may fail; every other check of every test must pass. The latency
+        # itself is held against a lone node in tests/conformance/test_levels_node.py.
+        timing = {"p95 cse_ms ≤ 100", "client-measured p95 − RTT ≤ 100 ms"}
+        failed = [(t["id"], c["name"]) for t in tests for c in t["checks"] if not c["passed"]]
+        failed += [(t["id"], "") for t in tests if not t["passed"] and not t["checks"]]
+        assert all(test == "T2-01" and name in timing for test, name in failed), failed
+        # 2: levels not all kit-ready; 1: some test failed (T2-01's timing alone, as checked)
         assert done.returncode in ((0, 2) if not failed else (1,)), done.stdout + done.stderr
-        assert "T2-08" in done.stdout, done.stdout  # every Level-2 test ran
     finally:
         node.send_signal(signal.SIGINT)
         node.communicate(timeout=60)

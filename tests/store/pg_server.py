@@ -30,7 +30,8 @@ host all all 127.0.0.1/32 scram-sha-256
 
 
 def embedded_server(pgdata: Path) -> Any:
-    """The wheel's server for ``pgdata`` (not started until entered).
+    """The wheel's server for ``pgdata``, initialised and started (the wheel does both when
+    it is made); leaving its context stops it and deletes the directory.
 
     Run as root, the wheel starts PostgreSQL as a system user it creates with ``useradd`` on
     first use. Two pytest-xdist workers doing that at once on a new machine raced: one

@@ -31,6 +31,7 @@ def postings_of(rowid: int, terms: str, context: str) -> tuple[int, list[tuple[A
 
 
 _LENGTH_STEPS = 3  # shorter-rows-first statements before ranking every length
+_CACHED_TERMS_MAX = 50_000  # term_stats rows kept for one generation before starting over
 
 # One ranking statement (``bm25.ranked_sql``): rows of at most ``max_len`` tokens (None:
 # every length) scoring at least ``floor`` (None: any); (rowid, knowledge_id, score) rows.
@@ -39,7 +40,6 @@ Ranked = Callable[[int | None, float | None], list[Any]]
 
 def _page(rows: list[Any]) -> list[tuple[str, float]]:
     return [(str(kid), float(score)) for _rid, kid, score in rows]
-_CACHED_TERMS_MAX = 50_000  # term_stats rows kept for one generation before starting over
 
 
 class _Stats:
@@ -238,11 +238,15 @@ class LexicalIndex:
         # keep only rows reaching its k-th score — a short page. The bounds are read in
         # that snapshot too (``term_stats`` is kept by every write): the cached ones may
         # predate a peer's commit whose notification is still on its way, and a bound must
-        # hold for every row the statements see (ceilings only grow, so a term read again
-        # replaces its cached row; one no longer counted keeps it, as idf does). idf and
-        # avgdl stay as read: the bounds and the statements use the same ones.
+        # hold for every row the statements see (``term_stats`` moves in the same
+        # transactions as the postings, so a term's row read here is exact for them). A
+        # term no row holds any more keeps its cached row: it has no postings here, so that
+        # bound costs nothing, and the steps need a length for every term they rank. A
+        # term new since the cache has idf 0 in these statements and no bound is needed.
+        # idf and avgdl stay as read: the bounds and the statements use the same ones.
         with self._db.snapshot() as conn:
-            bounds = {**stats, **self._term_stats(conn, _Stats(-1), match.terms)}
+            fresh = self._term_stats(conn, _Stats(-1), match.terms)
+            bounds = {term: fresh.get(term, cached) for term, cached in stats.items()}
             rows = self._pruned(match, idf, bounds, context_weight, avgdl, k, ranked_on(conn))
         return _page(rows)
 
