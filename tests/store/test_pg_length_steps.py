@@ -6,6 +6,7 @@ filtered and not — and the bound it stops on is the least length that is safe.
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -101,6 +102,25 @@ def test_length_steps_with_groups(stores: Any, match: str) -> None:
             _same_page(got, want, (match, flt, k))
 
 
+def _spy_statements(
+    monkeypatch: pytest.MonkeyPatch, before_second: Callable[[], object] | None = None
+) -> list[tuple[int | None, float | None]]:
+    """The (length cut, floor) of every ranking statement a search builds, in order;
+    ``before_second()`` runs once the first statement has run, before the second is sent."""
+    calls: list[tuple[int | None, float | None]] = []
+    real = bm25.ranked_sql
+
+    def spy(*args: Any, **kw: Any) -> Any:
+        calls.append((args[6] if len(args) > 6 else kw.get("max_len"),
+                      args[7] if len(args) > 7 else kw.get("floor")))
+        if len(calls) == 2 and before_second is not None:
+            before_second()
+        return real(*args, **kw)
+
+    monkeypatch.setattr(bm25, "ranked_sql", spy)
+    return calls
+
+
 @pytest.mark.postgres
 def test_the_first_statement_ranks_only_shorter_rows(
     stores: Any, monkeypatch: pytest.MonkeyPatch
@@ -108,18 +128,11 @@ def test_the_first_statement_ranks_only_shorter_rows(
     """What makes it pay: the first statement is bounded by length, and the page is still
     the full one."""
     _lite, pruned, full = stores
-    seen: list[int | None] = []
-    real = bm25.ranked_sql
-
-    def spy(*args: Any, **kw: Any) -> Any:
-        seen.append(args[6] if len(args) > 6 else kw.get("max_len"))
-        return real(*args, **kw)
-
-    monkeypatch.setattr(bm25, "ranked_sql", spy)
+    seen = _spy_statements(monkeypatch)
     match = build_match(query_terms("kafka rate limit"))
     got = _lexical(pruned).search_lexical(match, RecordFilter(), 5)
-    assert seen and seen[0] is not None and seen[0] < 80
-    monkeypatch.setattr(bm25, "ranked_sql", real)
+    assert seen and seen[0][0] is not None and seen[0][0] < 80
+    monkeypatch.undo()
     _same_page(got, _lexical(full).search_lexical(match, RecordFilter(), 5), "first step")
 
 
@@ -128,18 +141,9 @@ def test_every_kind_of_step_is_taken(stores: Any, monkeypatch: pytest.MonkeyPatc
     """The pages above come through every path of ``_pruned``, not through one that ranks
     every row: a page from the first statement alone, a last statement bounded by a length
     and a k-th score, one bounded by a k-th score only (no length in sight), and every
-    length when too few rows pass; and no statement after the first ranks without a length or a floor unless the
-    steps ran out."""
+    length when too few rows pass; and no statement before the last ranks every length."""
     _lite, pruned, _full = stores
-    calls: list[tuple[int | None, float | None]] = []
-    real = bm25.ranked_sql
-
-    def spy(*args: Any, **kw: Any) -> Any:
-        calls.append((args[6] if len(args) > 6 else kw.get("max_len"),
-                      args[7] if len(args) > 7 else kw.get("floor")))
-        return real(*args, **kw)
-
-    monkeypatch.setattr(bm25, "ranked_sql", spy)
+    calls = _spy_statements(monkeypatch)
     shapes: set[str] = set()
     for query in QUERIES + GROUPS:
         match = query if query in GROUPS else build_match(query_terms(query))
@@ -173,21 +177,6 @@ def peers(postgres_db: str, tmp_path: Any) -> Any:
     mine.close()
 
 
-def _steps(monkeypatch: pytest.MonkeyPatch, before_second: Any) -> list[int]:
-    """Count the ranking statements; ``before_second()`` runs once the first has run."""
-    calls: list[int] = []
-    real = bm25.ranked_sql
-
-    def spy(*args: Any, **kw: Any) -> Any:
-        calls.append(1)
-        if len(calls) == 2:
-            before_second()
-        return real(*args, **kw)
-
-    monkeypatch.setattr(bm25, "ranked_sql", spy)
-    return calls
-
-
 @pytest.mark.postgres
 def test_a_commit_between_the_steps_does_not_shorten_the_page(
     peers: Any, monkeypatch: pytest.MonkeyPatch
@@ -200,7 +189,7 @@ def test_a_commit_between_the_steps_does_not_shorten_the_page(
     match, k = build_match(query_terms("kafka rate limit")), 10
     before = _lexical(mine).search_lexical(match, RecordFilter(), k)
     assert len(before) == k
-    calls = _steps(monkeypatch, lambda: peer.purge(before[0][0], hlc=10**9))
+    calls = _spy_statements(monkeypatch, lambda: peer.purge(before[0][0], hlc=10**9))
     got = _lexical(mine).search_lexical(match, RecordFilter(), k)
     assert len(calls) >= 2, "the search ran in one statement: nothing to race"
     _same_page(got, before, "as of the first statement")

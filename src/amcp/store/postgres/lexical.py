@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any
 
 from amcp.store import sqlite_census as census
@@ -224,15 +225,13 @@ class LexicalIndex:
             idf = bm25.idfs(match.terms, {t: s.docs for t, s in stats.items()}, docs)
             where = where_clause(flt, dialect="postgres")
 
-            def ranked_on(conn: Connection) -> Ranked:
-                def ranked(max_len: int | None, floor: float | None) -> list[Any]:
-                    sql, params = bm25.ranked_sql(match, idf, context_weight, avgdl, where, k,
-                                                  max_len, floor)
-                    return conn.execute(sql, params).fetchall()
-                return ranked
+            def ranked(conn: Connection, max_len: int | None, floor: float | None) -> list[Any]:
+                sql, params = bm25.ranked_sql(match, idf, context_weight, avgdl, where, k,
+                                              max_len, floor)
+                return conn.execute(sql, params).fetchall()
 
             if not self._prunes(stats, context_weight):
-                return _page(ranked_on(conn)(None, None))
+                return _page(ranked(conn, None, None))
         # Several statements, so one snapshot: a commit between them could otherwise drop a
         # row of the first one's top k (a purge, a lifecycle change) while the later ones
         # keep only rows reaching its k-th score — a short page. The bounds are read in
@@ -247,7 +246,8 @@ class LexicalIndex:
         with self._db.snapshot() as conn:
             fresh = self._term_stats(conn, _Stats(-1), match.terms)
             bounds = {term: fresh.get(term, cached) for term, cached in stats.items()}
-            rows = self._pruned(match, idf, bounds, context_weight, avgdl, k, ranked_on(conn))
+            rows = self._pruned(match, idf, bounds, context_weight, avgdl, k,
+                                partial(ranked, conn))
         return _page(rows)
 
     def _prunes(self, stats: dict[str, bm25.TermStats], context_weight: float) -> bool:
